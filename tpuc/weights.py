@@ -1,0 +1,109 @@
+"""Weights live outside the IR: a name -> ndarray store attached to a module.
+
+`top.Weight` ops carry only a name and a type. Passes that fold constants
+(BatchNorm into Conv, Mul by a constant into Scale, ...) read and create
+weights through this module, so the bytes never travel through attributes.
+Tiny test modules may instead give a `top.Weight` an inline `value`
+attribute (a dense elements attribute); `read_weight` accepts both.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.ir import Operation
+
+from tpuc.dialects.base import tensor_type
+from tpuc.dialects.top import WeightOp
+from tpuc.errors import TpucError
+
+
+class WeightStore(dict[str, np.ndarray]):
+    """Weights by tensor name; `add` picks a name no other weight uses."""
+
+    def unique_name(self, base: str) -> str:
+        if base not in self:
+            return base
+        index = 1
+        while f"{base}_{index}" in self:
+            index += 1
+        return f"{base}_{index}"
+
+    def add(self, base: str, array: np.ndarray) -> str:
+        name = self.unique_name(base)
+        self[name] = np.ascontiguousarray(array)
+        return name
+
+
+_STORES: weakref.WeakKeyDictionary[ModuleOp, WeightStore] = weakref.WeakKeyDictionary()
+
+
+def module_of(op: Operation) -> ModuleOp:
+    """The outermost builtin.module holding `op` (or `op` itself)."""
+    top: Operation = op
+    while top.parent_op() is not None:
+        top = top.parent_op()  # type: ignore[assignment]
+    if not isinstance(top, ModuleOp):
+        raise TpucError(f"{op.name} is not inside a module")
+    return top
+
+
+def attach_weights(module: ModuleOp, store: WeightStore) -> None:
+    """Make `store` the weight store that passes see for `module`."""
+    _STORES[module] = store
+
+
+def weights_of(op: Operation) -> WeightStore:
+    """The store of the module holding `op`; an empty one if none was attached."""
+    module = module_of(op)
+    store = _STORES.get(module)
+    if store is None:
+        store = WeightStore()
+        _STORES[module] = store
+    return store
+
+
+def read_weight(op: WeightOp) -> np.ndarray:
+    """The float data of a `top.Weight`, from its inline value or the store."""
+    inline = op.attributes.get("value")
+    if isinstance(inline, DenseIntOrFPElementsAttr):
+        shape = tuple(inline.get_shape() or ())
+        return np.asarray(inline.get_values(), dtype=np.float32).reshape(shape)
+    name = op.tensor_name.data
+    store = weights_of(op)
+    if name not in store:
+        raise TpucError(f"weight '{name}' has no data (inline value or weight file)")
+    return store[name]
+
+
+def create_weight(anchor: Operation, base: str, array: np.ndarray) -> WeightOp:
+    """A new `top.Weight` (not yet inserted) whose data is registered in the
+    store of `anchor`'s module under a fresh name derived from `base`."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    name = weights_of(anchor).add(base, array)
+    return WeightOp.make([], name, result_types=[tensor_type(array.shape)])
+
+
+def live_weights(module: ModuleOp, store: WeightStore) -> WeightStore:
+    """Only the weights the module still references, in IR order."""
+    kept = WeightStore()
+    for op in module.walk():
+        if isinstance(op, WeightOp) and "value" not in op.attributes:
+            name = op.tensor_name.data
+            if name not in store:
+                raise TpucError(f"weight '{name}' is referenced but missing from the weight file")
+            kept[name] = store[name]
+    return kept
+
+
+def weight_shape_mismatches(module: ModuleOp, store: WeightStore) -> Iterable[str]:
+    """Names of weights whose stored shape differs from their IR type."""
+    for op in module.walk():
+        if not isinstance(op, WeightOp) or op.tensor_name.data not in store:
+            continue
+        t = op.output.type
+        if isinstance(t, TensorType) and tuple(t.get_shape()) != store[op.tensor_name.data].shape:
+            yield op.tensor_name.data
