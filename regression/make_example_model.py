@@ -30,7 +30,9 @@ def _conv_bn_relu(rng, nodes, inits, x, y, cin, cout, stride=1, relu="Relu"):
         rng.uniform(0.5, 1.5, cout),
     ]
     names = [f"{y}_{k}" for k in ("gamma", "beta", "mean", "var")]
-    inits += [numpy_helper.from_array(v.astype(np.float32), n) for v, n in zip(bn, names)]
+    inits += [
+        numpy_helper.from_array(v.astype(np.float32), n) for v, n in zip(bn, names, strict=True)
+    ]
     nodes.append(
         helper.make_node(
             "Conv",
