@@ -1,0 +1,269 @@
+"""Tensor comparison with TPU-MLIR's verdicts and similarity measures.
+
+Every verification step (model_transform against the source framework,
+model_deploy against the TOP results, the bmodel against the TPU
+interpreter, `npz_tool.py compare`) judges tensors the same way:
+
+- EQUAL: identical values;
+- CLOSE: `allclose(target, ref, rtol, atol=1e-8)` for rtol 1e-5, 1e-4 or
+  1e-3 (the tightest that holds is reported; TPU-MLIR also tries 1e-2 but
+  does not count it as close);
+- otherwise SIMILAR when cosine > tol.cosine and euclidean similarity >
+  tol.euclid (both strict), else NOT_SIMILAR;
+- NOT_MATCH when the element counts differ (a shape difference with equal
+  sizes is only a reshape, as TPU-MLIR does).
+
+Measures, computed in float64 on flattened data:
+cosine = a·b / (‖a‖‖b‖) (0 when either is all zero);
+euclidean similarity = 1 − ‖a−b‖ / ‖(a+b)/2‖;
+SQNR = 10·log10(var(ref) / var(ref − target)) dB, the reference being the
+second file (infinite when the noise has no variance).
+NaN counts as 0 and ±inf as ±10000 in the measures, like TPU-MLIR.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from tpuc.errors import TpucError
+
+CLOSE_ORDERS = (5, 4, 3)
+"""allclose is tried at rtol 10^-order for these orders, tightest first."""
+
+
+class Verdict(StrEnum):
+    EQUAL = "EQUAL"
+    CLOSE = "CLOSE"
+    SIMILAR = "SIMILAR"
+    NOT_SIMILAR = "NOT_SIMILAR"
+    NOT_MATCH = "NOT_MATCH"
+
+    @property
+    def passed(self) -> bool:
+        return self in (Verdict.EQUAL, Verdict.CLOSE, Verdict.SIMILAR)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Minimum cosine and euclidean similarity a tensor must exceed."""
+
+    cosine: float = 0.99
+    euclid: float = 0.99
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--tolerance") -> Tolerance:
+        """`"0.99,0.9"` -> Tolerance(0.99, 0.9); anything else is a TpucError."""
+        parts = [p.strip() for p in str(text).split(",")]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) != 2 or not all(math.isfinite(v) for v in values):
+            raise TpucError(
+                f"{flag}: expected two numbers 'cos,euclid' (e.g. 0.99,0.99), got '{text}'"
+            )
+        return cls(values[0], values[1])
+
+    def __str__(self) -> str:
+        return f"{self.cosine:g},{self.euclid:g}"
+
+
+@dataclass(frozen=True)
+class Similarity:
+    cosine: float
+    euclid: float
+    sqnr: float
+
+
+@dataclass(frozen=True)
+class TensorResult:
+    """The verdict on one tensor and the measures behind it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    verdict: Verdict
+    similarity: Similarity
+    close_rtol: float | None = None
+    ref_shape: tuple[int, ...] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    def line(self, width: int = 32) -> str:
+        """One line: name, verdict, PASSED/FAILED and the measures."""
+        status = "PASSED" if self.passed else "FAILED"
+        head = f"[{self.name:<{width}}] {self.verdict.value:>12} [{status}]"
+        if self.verdict is Verdict.CLOSE:
+            return f"{head}  rtol {self.close_rtol:.0e}"
+        if self.verdict is Verdict.NOT_MATCH:
+            return f"{head}  shape {list(self.shape)} vs {list(self.ref_shape or ())}"
+        if self.verdict is Verdict.EQUAL:
+            return head
+        s = self.similarity
+        return f"{head}  cos {s.cosine:.6f}  euclid {s.euclid:.6f}  sqnr {format_db(s.sqnr)}"
+
+
+def format_db(value: float) -> str:
+    return "inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.2f} dB")
+
+
+def _clean(x: np.ndarray) -> np.ndarray:
+    return np.nan_to_num(x.astype(np.float64).ravel(), nan=0.0, posinf=1e4, neginf=-1e4)
+
+
+def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = _clean(a), _clean(b)
+    norm = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    if norm == 0.0:
+        return 1.0 if not a.any() and not b.any() else 0.0
+    return float(np.dot(a, b) / norm)
+
+
+def euclidean_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = _clean(a), _clean(b)
+    distance = float(np.linalg.norm(a - b))
+    middle = float(np.linalg.norm((a + b) / 2))
+    if middle == 0.0:
+        return 1.0 if distance == 0.0 else -math.inf
+    return 1.0 - distance / middle
+
+
+def sqnr_db(target: np.ndarray, ref: np.ndarray) -> float:
+    """Signal (ref) to noise (ref − target) ratio of the mean-free energies."""
+    signal, target = _clean(ref), _clean(target)
+    noise = signal - target
+    noise_energy = float(np.sum(np.square(noise - noise.mean())))
+    signal_energy = float(np.sum(np.square(signal - signal.mean())))
+    if noise_energy == 0.0:
+        return math.inf
+    if signal_energy == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal_energy / noise_energy)
+
+
+def similarity(target: np.ndarray, ref: np.ndarray) -> Similarity:
+    return Similarity(
+        cosine_similarity(target, ref), euclidean_similarity(target, ref), sqnr_db(target, ref)
+    )
+
+
+def compare_tensors(
+    name: str, target: np.ndarray, ref: np.ndarray, tolerance: Tolerance = Tolerance()
+) -> TensorResult:
+    """Judge `target` against `ref` (reshaped to ref's shape when sizes agree)."""
+    target, ref = np.asarray(target), np.asarray(ref)
+    info = {"name": name, "shape": tuple(target.shape), "dtype": str(target.dtype)}
+    if target.size != ref.size:
+        nan = Similarity(math.nan, math.nan, math.nan)
+        return TensorResult(**info, verdict=Verdict.NOT_MATCH, similarity=nan, ref_shape=ref.shape)
+    a = target.astype(np.float64).reshape(ref.shape)
+    b = ref.astype(np.float64)
+    if np.array_equal(a, b, equal_nan=True):
+        same = Similarity(1.0, 1.0, math.inf)
+        return TensorResult(**info, verdict=Verdict.EQUAL, similarity=same)
+    measures = similarity(a, b)
+    for order in CLOSE_ORDERS:
+        rtol = 10.0**-order
+        if np.allclose(a, b, rtol=rtol, atol=1e-8, equal_nan=True):
+            return TensorResult(**info, verdict=Verdict.CLOSE, similarity=measures, close_rtol=rtol)
+    similar = measures.cosine > tolerance.cosine and measures.euclid > tolerance.euclid
+    verdict = Verdict.SIMILAR if similar else Verdict.NOT_SIMILAR
+    return TensorResult(**info, verdict=verdict, similarity=measures)
+
+
+@dataclass
+class CompareResult:
+    """Per-tensor rows (in comparison order) and the overall outcome."""
+
+    rows: list[TensorResult]
+    tolerance: Tolerance
+    only_target: list[str] = field(default_factory=list)
+    only_ref: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.rows)
+
+    @property
+    def failures(self) -> list[TensorResult]:
+        return [r for r in self.rows if not r.passed]
+
+    def row(self, name: str) -> TensorResult | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(r.verdict is verdict for r in self.rows)
+
+    @property
+    def min_similarity(self) -> tuple[float, float, float]:
+        """(cos, euclid, sqnr) minima over SIMILAR/NOT_SIMILAR rows, as TPU-MLIR
+        reports them; (1.0, 1.0, inf) when no row needed the measures."""
+        judged = [r.similarity for r in self.rows if r.verdict in _MEASURED]
+        return (
+            min((s.cosine for s in judged), default=1.0),
+            min((s.euclid for s in judged), default=1.0),
+            min((s.sqnr for s in judged), default=math.inf),
+        )
+
+    def summary_lines(self) -> list[str]:
+        passed = sum(r.passed for r in self.rows)
+        cos, euclid, sqnr = self.min_similarity
+        return [
+            f"{len(self.rows)} compared",
+            f"{passed} passed",
+            f"  {self.count(Verdict.EQUAL)} equal, {self.count(Verdict.CLOSE)} close, "
+            f"{self.count(Verdict.SIMILAR)} similar",
+            f"{len(self.rows) - passed} failed",
+            f"  {self.count(Verdict.NOT_SIMILAR)} not similar, "
+            f"{self.count(Verdict.NOT_MATCH)} shape mismatch",
+            f"min_similiarity = ({_num(cos)}, {_num(euclid)}, {_num(sqnr)})",
+        ]
+
+    def table(self, names: Iterable[str] | None = None) -> list[str]:
+        """A table of cosine / euclid / SQNR for `names` (default: all rows)."""
+        chosen = self.rows if names is None else [r for n in names if (r := self.row(n))]
+        width = max([len("tensor")] + [len(r.name) for r in chosen])
+        lines = [f"{'tensor':<{width}}  {'cosine':>9}  {'euclid':>9}  {'SQNR dB':>8}  verdict"]
+        for r in chosen:
+            s = r.similarity
+            sqnr = "inf" if s.sqnr == math.inf else f"{s.sqnr:.2f}"
+            measures = f"{s.cosine:>9.6f}  {s.euclid:>9.6f}  {sqnr:>8}"
+            lines.append(f"{r.name:<{width}}  {measures}  {r.verdict.value}")
+        return lines
+
+
+_MEASURED = (Verdict.SIMILAR, Verdict.NOT_SIMILAR)
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+def compare_arrays(
+    target: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    tolerance: Tolerance = Tolerance(),
+    excepts: Iterable[str] = (),
+    order: Sequence[str] | None = None,
+) -> CompareResult:
+    """Compare the tensors present in both mappings (minus `excepts`), in
+    `order` when given (names not in it follow in target order)."""
+    skip = set(excepts)
+    names = list(order or [])
+    seen = set(names)
+    names += [n for n in target if n not in seen]
+    common = [n for n in names if n in target and n in ref and n not in skip]
+    rows = [compare_tensors(n, target[n], ref[n], tolerance) for n in common]
+    return CompareResult(
+        rows,
+        tolerance,
+        only_target=[n for n in target if n not in ref and n not in skip],
+        only_ref=[n for n in ref if n not in target and n not in skip],
+    )

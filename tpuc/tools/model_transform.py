@@ -1,0 +1,348 @@
+"""model_transform.py: import a model into the TOP dialect and check it.
+
+Steps (each announced on one line):
+1. check the request: files, shapes, names, tolerance, preprocessing flags;
+2. convert the model (ONNX) -> `<name>_origin.mlir`
+   (+ `<name>_top_f32_all_origin_weight.npz` with --debug);
+3. shape-infer, canonicalize, count FLOPs -> `--mlir` + `<name>_top_f32_all_weight.npz`;
+4. with --test_input: preprocess it -> `<name>_in_f32.npz`, run the TOP
+   interpreter -> `--test_result` (every tensor), run onnxruntime on the
+   original model (every tensor TOP also has; `<name>_ref_outputs.npz` with
+   --debug) and compare tensor by tensor.
+All files go next to `--mlir` and are written together at the end; a bad
+request leaves nothing behind and never touches the input model. When the
+comparison fails the files are kept and the run ends with exit status 1,
+naming the first divergent tensor in network order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuc.errors import TpucError, run_cli
+from tpuc.tools.cli import existing_file, make_parser, parse_list, parse_shapes
+
+if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
+    from tpuc.compare import CompareResult, Tolerance
+    from tpuc.preprocess import Preprocess
+
+PROG = "model_transform.py"
+EPILOG = (
+    "Outputs, next to --mlir: <name>_origin.mlir; the --mlir file and "
+    "<name>_top_f32_all_weight.npz; with --test_input also <name>_in_f32.npz (the preprocessed "
+    "input) and --test_result; with --debug also <name>_top_f32_all_origin_weight.npz and "
+    "<name>_ref_outputs.npz (onnxruntime tensors). Exit status 1 on a bad request (nothing is "
+    "written) or when TOP and onnxruntime diverge (files are kept, the first divergent tensor "
+    "is named)."
+)
+MAX_FAILURE_LINES = 10
+PLANNED_FORMATS = {".tflite": "TFLite", ".prototxt": "Caffe", ".caffemodel": "Caffe"}
+
+
+def build_parser():
+    from tpuc.preprocess import add_preprocess_args
+
+    parser = make_parser(
+        PROG,
+        "Convert a model to the TOP dialect and, with --test_input, check the TOP interpreter "
+        "against onnxruntime tensor by tensor.",
+        EPILOG,
+    )
+    parser.add_argument("--model_name", required=True, help="model name, prefix of every file")
+    parser.add_argument("--model_def", required=True, help="model definition file (.onnx)")
+    parser.add_argument(
+        "--input_shapes",
+        help="input shapes, e.g. [[1,3,224,224],[1,10]] (default: from the model; "
+        "required for dynamic dims)",
+    )
+    parser.add_argument(
+        "--output_names", help="comma-separated tensors to use as outputs (cuts the graph)"
+    )
+    parser.add_argument(
+        "--test_input",
+        help="image, .npy or .npz to verify with; several files comma-separated, one per input",
+    )
+    parser.add_argument(
+        "--test_result", help="npz of every TOP tensor (default: <name>_top_outputs.npz)"
+    )
+    parser.add_argument("--excepts", default="", help="comma-separated tensors not compared")
+    parser.add_argument(
+        "--tolerance", default="0.99,0.99", help="minimum cosine,euclid similarity (0.99,0.99)"
+    )
+    parser.add_argument("--mlir", required=True, help="output TOP .mlir file")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="keep intermediate files (origin weights, onnxruntime tensors); per-tensor lines",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print one comparison line per tensor"
+    )
+    add_preprocess_args(parser)
+    return parser
+
+
+@dataclass(frozen=True)
+class Request:
+    """A checked model_transform request and the files it will write."""
+
+    name: str
+    model_def: Path
+    input_shapes: list[list[int]] | None
+    output_names: list[str] | None
+    test_input: list[str]
+    tolerance: Tolerance
+    excepts: list[str]
+    preprocess: Preprocess
+    mlir: Path
+    debug: bool
+    verbose: bool
+    test_result: Path
+
+    def path(self, suffix: str) -> Path:
+        """`<dir of --mlir>/<name><suffix>`."""
+        return self.mlir.parent / f"{self.name}{suffix}"
+
+
+def check_request(args) -> Request:
+    """Everything that can be checked before the model is read."""
+    from tpuc.compare import Tolerance
+    from tpuc.preprocess import preprocess_from_args
+
+    name = args.model_name.strip()
+    if not name or "/" in name or "\\" in name:
+        raise TpucError(f"--model_name: '{args.model_name}' is not a usable file-name prefix")
+    model_def = existing_file(args.model_def, "--model_def")
+    suffix = model_def.suffix.lower()
+    if suffix not in FRONTENDS:
+        known = ", ".join(sorted(FRONTENDS))
+        kind = PLANNED_FORMATS.get(suffix)
+        what = f"{kind} models are not supported yet" if kind else "unknown model format"
+        raise TpucError(f"--model_def {args.model_def}: {what} (supported: {known})")
+    output_names = parse_list(args.output_names) or None
+    if args.output_names is not None and not output_names:
+        raise TpucError("--output_names: expected comma-separated tensor names")
+    test_input = parse_list(args.test_input)
+    for path in test_input:
+        existing_file(path, "--test_input")
+    mlir = Path(args.mlir)
+    default_result = mlir.parent / f"{name}_top_outputs.npz"
+    request = Request(
+        name=name,
+        model_def=model_def,
+        input_shapes=parse_shapes(args.input_shapes),
+        output_names=output_names,
+        test_input=test_input,
+        tolerance=Tolerance.parse(args.tolerance),
+        excepts=parse_list(args.excepts),
+        preprocess=preprocess_from_args(args),
+        mlir=mlir,
+        debug=bool(args.debug),
+        verbose=bool(args.verbose or args.debug),
+        test_result=Path(args.test_result) if args.test_result else default_result,
+    )
+    _check_distinct(request)
+    return request
+
+
+def _check_distinct(req: Request) -> None:
+    outputs = {
+        "--mlir": req.mlir,
+        "origin mlir": req.path("_origin.mlir"),
+        "weights": req.path("_top_f32_all_weight.npz"),
+        "origin weights": req.path("_top_f32_all_origin_weight.npz"),
+        "--test_result": req.test_result,
+        "test input npz": req.path("_in_f32.npz"),
+    }
+    seen: dict[Path, str] = {}
+    for role, path in outputs.items():
+        other = seen.get(path.resolve())
+        if other:
+            raise TpucError(f"{path}: used both as {other} and as {role}; choose another name")
+        seen[path.resolve()] = role
+
+
+# --- the steps -----------------------------------------------------------------------
+
+
+def _convert_onnx(req: Request):
+    from tpuc.frontends.onnx import convert_onnx
+
+    return convert_onnx(str(req.model_def), req.name, req.input_shapes, req.output_names)
+
+
+FRONTENDS: dict[str, Callable[[Request], tuple]] = {".onnx": _convert_onnx}
+"""Model suffix -> converter returning (TOP module, weights)."""
+
+
+def say(message: str) -> None:
+    """One progress line, flushed so it shows before a long step runs."""
+    print(f"[{PROG}] {message}", flush=True)
+
+
+def optimize(module, store) -> None:
+    """shape-infer then canonicalize, in place; then count FLOPs."""
+    from tpuc.context import make_context
+    from tpuc.flops import module_flops
+    from tpuc.module_io import set_module_attr
+    from tpuc.passes.registry import get_pass
+
+    ctx = make_context()
+    for name in ("shape-infer", "canonicalize"):
+        get_pass(name)().apply(ctx, module)
+    module.verify()
+    set_module_attr(module, "FLOPs", module_flops(module))
+
+
+def output_names(module) -> list[str]:
+    """Tensor names returned by func @main, in order."""
+    from xdsl.dialects.func import ReturnOp
+
+    from tpuc.interp.top_interpreter import main_function, tensor_names
+
+    ret = main_function(module).body.block.last_op
+    if not isinstance(ret, ReturnOp):
+        return []
+    return [tensor_names(v.owner)[v.index] for v in ret.operands]
+
+
+def onnx_tensor_keys(model_path: Path, top_names: set[str]) -> dict[str, str]:
+    """ONNX tensor -> TOP tensor name, for tensors both have (a TOP name is
+    the ONNX tensor name, or TPU-MLIR's `<tensor>_<OpType>`)."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    keys = {}
+    for node in model.graph.node:
+        for out in node.output:
+            if not out:
+                continue
+            if out in top_names:
+                keys[out] = out
+            elif f"{out}_{node.op_type}" in top_names:
+                keys[out] = f"{out}_{node.op_type}"
+    return keys
+
+
+def verify(req: Request, module, store, inputs, out):
+    """Run TOP and the source framework on `inputs`; stage the npz files;
+    return the comparison."""
+    from tpuc.compare import compare_arrays
+    from tpuc.interp.top_interpreter import run_top
+    from tpuc.tools.model_runner import run_onnx
+
+    say(f"running the TOP interpreter -> {req.test_result}")
+    top = run_top(module, store, inputs, dump_all=True)
+    out.save_npz(req.test_result, top)
+    keys = onnx_tensor_keys(req.model_def, set(top))
+    say(f"running onnxruntime on {req.model_def} ({len(keys)} tensors to compare)")
+    ref = run_onnx(str(req.model_def), inputs, tensors=keys, notes=lambda m: say(f"note: {m}"))
+    if req.debug:
+        out.save_npz(req.path("_ref_outputs.npz"), ref)
+    skip = set(req.excepts) | set(inputs)
+    return compare_arrays(top, ref, req.tolerance, excepts=skip, order=list(top))
+
+
+def report(req: Request, result: CompareResult, finals: list[str]) -> None:
+    """Per-tensor lines (all with -v/--debug, else the failing ones), the
+    summary, and a table of the final outputs."""
+    width = max([32] + [len(r.name) for r in result.rows])
+    for row in result.rows if req.verbose else result.failures[:MAX_FAILURE_LINES]:
+        print(row.line(width))
+    for line in result.summary_lines():
+        print(line)
+    for line in result.table([n for n in finals if result.row(n)]):
+        print(f"  {line}")
+
+
+def divergence(req: Request, result: CompareResult) -> TpucError:
+    """The failure that names the first failing tensor in network order."""
+    from tpuc.compare import Verdict
+
+    first = result.failures[0]
+    s = first.similarity
+    if first.verdict is Verdict.NOT_MATCH:
+        why = f"shape {list(first.shape)} vs onnxruntime {list(first.ref_shape or ())}"
+    else:
+        why = f"cos {s.cosine:.6f}, euclid {s.euclid:.6f}; --tolerance {req.tolerance}"
+    return TpucError(
+        f"TOP and onnxruntime diverge first at tensor '{first.name}' ({why}); "
+        f"{len(result.failures)} tensor(s) fail; see {req.test_result} (rerun with -v for all)"
+    )
+
+
+def transform(req: Request) -> int:
+    from tpuc.files import OutputSet
+    from tpuc.module_io import module_attr, save_module
+    from tpuc.preprocess import input_specs, load_inputs, with_preprocess
+    from tpuc.weights import WeightStore, attach_weights
+
+    protected = (req.model_def, *req.test_input)
+    with OutputSet(protected=protected) as out:
+        say(f"converting {req.model_def}")
+        module, weights = FRONTENDS[req.model_def.suffix.lower()](req)
+        store = WeightStore(weights)
+        attach_weights(module, store)
+        annotate_inputs(module, req.preprocess)
+        inputs = None
+        if req.test_input:
+            specs = with_preprocess(input_specs(module), req.preprocess)
+            inputs = load_inputs(req.test_input, specs)
+        origin_weights = req.path("_top_f32_all_origin_weight.npz") if req.debug else None
+        save_module(out, module, req.path("_origin.mlir"), store, origin_weights)
+        say("shape-infer, canonicalize")
+        optimize(module, store)
+        say(f"FLOPs {module_attr(module, 'FLOPs', 0):,}")
+        weight_path = req.path("_top_f32_all_weight.npz")
+        save_module(out, module, req.mlir, store, weight_path)
+        result = None
+        if inputs is not None:
+            out.save_npz(req.path("_in_f32.npz"), inputs)
+            result = verify(req, module, store, inputs, out)
+    say(f"saved {', '.join(str(p) for p in written_files(req))}")
+    if result is None:
+        return 0
+    report(req, result, output_names(module))
+    if not result.rows:
+        raise TpucError("no tensor of the TOP interpreter matches an onnxruntime tensor by name")
+    if not result.passed:
+        raise divergence(req, result)
+    say(f"TOP matches onnxruntime (--tolerance {req.tolerance})")
+    return 0
+
+
+def written_files(req: Request) -> list[Path]:
+    files = [req.path("_origin.mlir"), req.mlir, req.path("_top_f32_all_weight.npz")]
+    if req.debug:
+        files.append(req.path("_top_f32_all_origin_weight.npz"))
+    if req.test_input:
+        files += [req.path("_in_f32.npz"), req.test_result]
+        if req.debug:
+            files.append(req.path("_ref_outputs.npz"))
+    return files
+
+
+def annotate_inputs(module, preprocess: Preprocess) -> None:
+    """Record the preprocessing on every top.Input that can take an image."""
+    from tpuc.dialects.top import InputOp
+    from tpuc.preprocess import annotate_input
+
+    for op in module.walk():
+        if isinstance(op, InputOp):
+            annotate_input(op, preprocess)
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return transform(check_request(args))
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(lambda: run(argv))
+
+
+if __name__ == "__main__":
+    main()
