@@ -43,8 +43,15 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
             return {key: data[key] for key in data.files}
     except FileNotFoundError:
         raise TpucError(f"{path}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise TpucError(f"{path}: not a readable npz file ({exc})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise TpucError(f"{path}: not a readable npz file (truncated or not an npz archive)") from None
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class OutputSet:
@@ -62,6 +69,7 @@ class OutputSet:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         self._staged.append((tmp, target))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:

@@ -2,8 +2,8 @@
 
 Steps (each announced on one line):
 1. check the request: files, shapes, names, tolerance, preprocessing flags;
-2. convert the model (ONNX) -> `<name>_origin.mlir`
-   (+ `<name>_top_f32_all_origin_weight.npz` with --debug);
+2. convert the model (ONNX) -> `<name>_origin.mlir` +
+   `<name>_top_f32_all_origin_weight.npz`;
 3. shape-infer, canonicalize, count FLOPs -> `--mlir` + `<name>_top_f32_all_weight.npz`;
 4. with --test_input: preprocess it -> `<name>_in_f32.npz`, run the TOP
    interpreter -> `--test_result` (every tensor), run onnxruntime on the
@@ -31,10 +31,10 @@ if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
 
 PROG = "model_transform.py"
 EPILOG = (
-    "Outputs, next to --mlir: <name>_origin.mlir; the --mlir file and "
-    "<name>_top_f32_all_weight.npz; with --test_input also <name>_in_f32.npz (the preprocessed "
-    "input) and --test_result; with --debug also <name>_top_f32_all_origin_weight.npz and "
-    "<name>_ref_outputs.npz (onnxruntime tensors). Exit status 1 on a bad request (nothing is "
+    "Outputs, next to --mlir: <name>_origin.mlir and <name>_top_f32_all_origin_weight.npz; the "
+    "--mlir file and <name>_top_f32_all_weight.npz; with --test_input also <name>_in_f32.npz (the "
+    "preprocessed input) and --test_result; with --debug also <name>_ref_outputs.npz "
+    "(onnxruntime tensors). Exit status 1 on a bad request (nothing is "
     "written) or when TOP and onnxruntime diverge (files are kept, the first divergent tensor "
     "is named)."
 )
@@ -76,7 +76,7 @@ def build_parser():
     parser.add_argument(
         "--debug",
         action="store_true",
-        help="keep intermediate files (origin weights, onnxruntime tensors); per-tensor lines",
+        help="keep the onnxruntime tensors (<name>_ref_outputs.npz); per-tensor lines",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print one comparison line per tensor"
@@ -291,7 +291,7 @@ def transform(req: Request) -> int:
         if req.test_input:
             specs = with_preprocess(input_specs(module), req.preprocess)
             inputs = load_inputs(req.test_input, specs)
-        origin_weights = req.path("_top_f32_all_origin_weight.npz") if req.debug else None
+        origin_weights = req.path("_top_f32_all_origin_weight.npz")
         save_module(out, module, req.path("_origin.mlir"), store, origin_weights)
         say("shape-infer, canonicalize")
         optimize(module, store)
@@ -315,9 +315,8 @@ def transform(req: Request) -> int:
 
 
 def written_files(req: Request) -> list[Path]:
-    files = [req.path("_origin.mlir"), req.mlir, req.path("_top_f32_all_weight.npz")]
-    if req.debug:
-        files.append(req.path("_top_f32_all_origin_weight.npz"))
+    files = [req.path("_origin.mlir"), req.path("_top_f32_all_origin_weight.npz"), req.mlir]
+    files.append(req.path("_top_f32_all_weight.npz"))
     if req.test_input:
         files += [req.path("_in_f32.npz"), req.test_result]
         if req.debug:
