@@ -1,0 +1,83 @@
+"""ReLU fusion: a trailing ReLU (or a Clip at [0, max], i.e. ReLU6) becomes
+`do_relu`/`relu_limit` on the op that produces its input.
+
+The fused op takes the ReLU's tensor name, as TPU-MLIR does: the pre-ReLU
+tensor no longer exists and the post-ReLU name stays comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from tpuc.dialects import top
+from tpuc.dialects.base import TensorOp
+from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
+
+FUSES_RELU: tuple[type[TensorOp], ...] = (
+    top.ConvOp,
+    top.DeconvOp,
+    top.MatMulOp,
+    top.AddOp,
+    top.SubOp,
+    top.MulOp,
+    top.AddConstOp,
+    top.MulConstOp,
+    top.ScaleOp,
+    top.BatchNormOp,
+    top.ConcatOp,
+    top.MaxPoolOp,
+    top.AvgPoolOp,
+)
+"""Ops whose kernels apply `do_relu`/`relu_limit` to their output."""
+
+RELU_LIMIT: dict[type[TensorOp], Callable[[TensorOp], float | None]] = {}
+"""Op class -> the ReLU upper limit it amounts to (None: not a ReLU)."""
+
+
+def relu_limit_of(kind: type[TensorOp]):
+    def register(fn: Callable[[TensorOp], float | None]):
+        RELU_LIMIT[kind] = fn
+        return fn
+
+    return register
+
+
+@relu_limit_of(top.ReluOp)
+def _relu(op: TensorOp) -> float | None:
+    return float(op.value("relu_limit"))
+
+
+@relu_limit_of(top.ClipOp)
+def _clip(op: TensorOp) -> float | None:
+    """Clip(0, max) is ReLU6-style; an absent max leaves it unbounded."""
+    low, high = op.value("min"), op.value("max")
+    if low is None or low != 0.0:
+        return None
+    if high is None:
+        return -1.0
+    return float(high) if high > 0 else None
+
+
+class FuseRelu(RewritePattern):
+    """relu(producer(x)) -> producer(x) {do_relu, relu_limit}."""
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        rule = RELU_LIMIT.get(type(op))
+        if rule is None:
+            return
+        limit = rule(op)
+        if limit is None:
+            return
+        former = producer(op.operands[0], FUSES_RELU)
+        if former is None or not only_user_is(former.results[0], op):
+            return
+        if former.value("do_relu"):
+            limit = merged_limit(float(former.value("relu_limit")), limit)
+        former.set_value("do_relu", True)
+        former.set_value("relu_limit", limit)
+        absorb(rewriter, former, op)
+
+
+PATTERNS: list[RewritePattern] = [FuseRelu()]

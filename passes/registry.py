@@ -1,0 +1,53 @@
+"""Every pass `tpuc-opt` and the tools can run, by pipeline name.
+
+Each entry names the module and class of a pass; nothing is imported until
+a pass is looked up, so start-up stays fast. Passes whose module is not
+present yet (they are written in parallel) are left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+PASSES: dict[str, tuple[str, str]] = {
+    "shape-infer": ("tpuc.passes.shape_infer", "ShapeInferPass"),
+    "canonicalize": ("tpuc.passes.canonicalize", "CanonicalizePass"),
+    "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
+    "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
+}
+"""Pipeline name -> (module, class) of the pass."""
+
+
+def _factory(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    def load() -> type[ModulePass]:
+        return getattr(importlib.import_module(module), cls)
+
+    return load
+
+
+def _present(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Pass name -> factory returning the pass class (imported on call)."""
+    return {
+        name: _factory(module, cls) for name, (module, cls) in PASSES.items() if _present(module)
+    }
+
+
+def get_pass(name: str) -> type[ModulePass]:
+    """The pass class registered under `name`."""
+    from tpuc.errors import TpucError
+
+    factory = get_all_passes().get(name)
+    if factory is None:
+        raise TpucError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})")
+    return factory()

@@ -1,0 +1,234 @@
+"""`tpuc-opt`: xDSL's opt driver with tpuc's dialects and passes.
+
+    tpuc-opt model.mlir -p shape-infer,canonicalize [-o out.mlir] [--weight-output w.npz]
+
+Weights: when the module names a `module.weight_file` that exists (next to
+the input file, or relative to the working directory) it is loaded and
+attached so folding passes see real data; otherwise `top.Weight` ops must
+carry inline `value` attributes (tiny lit tests). Weights created by passes
+are written only with `--weight-output`. Bad input or a `TpucError` from a
+pass ends with one `error: ...` line and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from tpuc.errors import TpucError, run_cli
+
+if TYPE_CHECKING:
+    import numpy as np
+    from xdsl.ir import Dialect
+
+    from tpuc.weights import WeightStore
+
+
+class _StagedText(io.StringIO):
+    """Output text kept in memory until the whole run succeeded."""
+
+    text: str = ""
+
+    def close(self) -> None:
+        self.text = self.getvalue()
+        super().close()
+
+
+def _dialect_factories() -> dict[str, Callable[[], Dialect]]:
+    """Dialect name -> factory, imported only when the parser meets it."""
+
+    def builtin():
+        from xdsl.dialects.builtin import Builtin
+
+        return Builtin
+
+    def func():
+        from xdsl.dialects.func import Func
+
+        return Func
+
+    def top():
+        from tpuc.dialects.top import Top
+
+        return Top
+
+    def quant():
+        from tpuc.dialects.quant import Quant
+
+        return Quant
+
+    factories: dict[str, Callable[[], Dialect]] = {"builtin": builtin, "func": func, "top": top}
+    if _module_exists("tpuc.dialects.quant"):
+        factories["quant"] = quant
+    return factories
+
+
+def _module_exists(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class TpucOptMain(xDSLOptMain):
+    """The opt driver restricted to what tpuc reads, runs and writes."""
+
+    def __init__(self, args: Sequence[str] | None = None):
+        self._loaded: dict[str, Path] = {}
+        self._weights_out: dict[str, np.ndarray] = {}
+        self._staged: _StagedText | None = None
+        super().__init__(description="tpuc modular optimizer driver", args=args)
+
+    def register_all_dialects(self) -> None:
+        for name, factory in _dialect_factories().items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        from tpuc.passes.registry import get_all_passes
+
+        for name, factory in get_all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        def mlir():
+            from xdsl.targets.mlir import MLIRTarget
+
+            return MLIRTarget
+
+        self.available_targets["mlir"] = mlir
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--weight-output",
+            default=None,
+            help="write the live weights (including folded ones) to this npz and "
+            "point module.weight_file at it",
+        )
+
+    def prepare_output(self):
+        if self.args.output_file is None:
+            return sys.stdout
+        self._staged = _StagedText()
+        return self._staged
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        store = self._attach_weights(prog)
+        super().apply_passes(prog)
+        self._collect_weights(prog, store)
+
+    def run(self) -> None:
+        from tpuc.files import OutputSet
+
+        super().run()
+        protected = tuple(self._loaded.values())
+        if self.args.input_file:
+            protected += (self.args.input_file,)
+        with OutputSet(protected=protected) as out:
+            if self.args.weight_output is not None:
+                out.save_npz(self.args.weight_output, self._weights_out)
+            if self._staged is not None:
+                out.write_text(self.args.output_file, self._staged.text)
+
+    def _attach_weights(self, prog: ModuleOp) -> WeightStore:
+        """Load the module's weight file when it can be found."""
+        from tpuc.files import load_npz
+        from tpuc.module_io import module_attr
+        from tpuc.weights import WeightStore, attach_weights
+
+        store = WeightStore()
+        name = module_attr(prog, "weight_file")
+        path = self._find_weight_file(name) if name else None
+        if path is not None:
+            store.update(load_npz(path))
+            self._loaded[name] = path
+        attach_weights(prog, store)
+        return store
+
+    def _find_weight_file(self, name: str) -> Path | None:
+        places = [Path(name)]
+        if self.args.input_file:
+            places.insert(0, Path(self.args.input_file).parent / name)
+        return next((p for p in places if p.is_file()), None)
+
+    def _collect_weights(self, prog: ModuleOp, store: WeightStore) -> None:
+        """Remember the live weights for --weight-output; warn when passes
+        made weights that would otherwise be lost."""
+        from tpuc.module_io import module_attr, set_module_attr
+        from tpuc.weights import live_weights
+
+        weight_file = module_attr(prog, "weight_file")
+        if self.args.weight_output is not None:
+            self._weights_out.update(live_weights(prog, store))
+            set_module_attr(prog, "weight_file", Path(self.args.weight_output).name)
+        elif weight_file in self._loaded:
+            fresh = set(live_weights(prog, store)) - set(_npz_names(self._loaded[weight_file]))
+            if fresh:
+                print(
+                    f"warning: {len(fresh)} new weight(s) are not saved; "
+                    "pass --weight-output to write them",
+                    file=sys.stderr,
+                )
+
+
+def _npz_names(path: Path) -> list[str]:
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        return list(data.files)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first meaningful line of a multi-line xDSL diagnostic."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    try:
+        driver = TpucOptMain(args=argv)
+    except ValueError as exc:  # an unknown pass in -p
+        raise TpucError(str(exc)) from None
+    source = driver.args.input_file or "<stdin>"
+    try:
+        driver.run()
+    except ParseError as exc:
+        raise TpucError(f"{source}: invalid IR: {_parse_message(exc)}") from None
+    except DiagnosticException as exc:
+        raise TpucError(f"{source}: {_one_line(exc)}") from None
+    except FileNotFoundError as exc:
+        raise TpucError(f"{exc.filename}: no such file") from None
+    except ValueError as exc:
+        if "file extension" in str(exc):
+            raise TpucError(f"{source}: {exc}") from None
+        raise
+    return 0
+
+
+def _parse_message(exc: BaseException) -> str:
+    """`line:col: message` from an xDSL parse error."""
+    span = getattr(exc, "span", None)
+    msg = getattr(exc, "msg", None) or _one_line(exc)
+    if span is None:
+        return msg
+    location = span.get_location()
+    return f"line {location.line}:{location.col}: {msg}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_cli(lambda: _main(argv))
+
+
+if __name__ == "__main__":
+    main()
