@@ -111,6 +111,9 @@ class ShapeInferPass(ModulePass):
     name = "shape-infer"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from tpuc.module_state import ModuleState, require_state
+
+        require_state(op, "shape-infer", ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED)
         for func in op.walk():
             if isinstance(func, FuncOp):
                 infer_function(func)
