@@ -171,6 +171,20 @@ def ppocr_det_640(anchors: Path = ANCHORS) -> ZooModel:
     return ZooModel("ppocr_det_640", path, test, [[1, 3, 640, 640]])
 
 
+def silero_vad() -> ZooModel:
+    """silero-vad's op18 'ifless' export (its LSTM written out as Gemm/Sigmoid/
+    Tanh) on one 512-sample chunk at 16 kHz: a chirp with noise, fresh state."""
+    path = wheel_file("silero-vad", "silero_vad/data/silero_vad_op18_ifless.onnx")
+    test = CACHE / "silero_vad_input.npz"
+    if not test.is_file():
+        t = np.arange(512) / 16000.0
+        rng = np.random.default_rng(0)
+        chunk = 0.3 * np.sin(2 * np.pi * (200 + 2000 * t) * t) + 0.02 * rng.standard_normal(512)
+        np.savez(test, input=chunk[None].astype(np.float32), sr=np.array(16000, np.int64),
+                 state=np.zeros((2, 1, 128), np.float32))  # fmt: skip
+    return ZooModel("silero_vad", path, test, [[1, 512], [], [2, 1, 128]])
+
+
 ANCHOR_NAMES = [
     "smallcnn",
     "resblock",
@@ -191,4 +205,5 @@ def all_models(anchors: Path = ANCHORS) -> dict[str, callable]:
     zoo: dict[str, callable] = {n: (lambda n=n: anchor_model(n, anchors)) for n in ANCHOR_NAMES}
     zoo.update({n: (lambda n=n: light_model(n)) for n in LIGHT_NAMES})
     zoo["ppocr_det_640"] = lambda: ppocr_det_640(anchors)
+    zoo["silero_vad"] = silero_vad
     return zoo

@@ -102,15 +102,15 @@ def measure(model: ZooModel, workdir: Path) -> Row:
 
 
 def print_table(rows: list[Row], min_cos: float) -> None:
-    print(f"\n{'model':<15}{'time s':>8}{'tensors':>9}{'outputs cos':>14}{'min cos':>12}  "
+    print(f"\n{'model':<15}{'time s':>8}{'tensors':>9}{'outputs cos':>16}{'min cos':>14}  "
           f"{'worst tensor':<34}result")  # fmt: skip
     for r in rows:
         verdict = "PASS" if r.passed(min_cos) else "FAIL"
         if r.error:
             print(f"{r.model:<15}{r.seconds:>8.1f}  {verdict}: {r.error}")
             continue
-        print(f"{r.model:<15}{r.seconds:>8.1f}{r.compared:>9}{r.outputs_cos:>14.7f}"
-              f"{r.min_cos:>12.7f}  {r.worst[:33]:<34}{verdict}")  # fmt: skip
+        print(f"{r.model:<15}{r.seconds:>8.1f}{r.compared:>9}{r.outputs_cos:>16.9f}"
+              f"{r.min_cos:>14.9f}  {r.worst[:33]:<34}{verdict}")  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS of a model_transform run: {peak:.0f} MB; pass = every tensor cos >= {min_cos}")
 

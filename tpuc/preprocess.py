@@ -264,7 +264,7 @@ def _checked(array: np.ndarray, spec: InputSpec, source: str) -> np.ndarray:
             f"{source}: input '{spec.name}' has shape {list(array.shape)}, "
             f"the model expects {list(spec.shape)}"
         )
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return np.require(array, np.float32, "C")  # keeps 0-d inputs 0-d
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:

@@ -34,7 +34,7 @@ class WeightStore(dict[str, np.ndarray]):
 
     def add(self, base: str, array: np.ndarray) -> str:
         name = self.unique_name(base)
-        self[name] = np.ascontiguousarray(array)
+        self[name] = np.require(array, requirements="C")  # 0-d stays 0-d
         return name
 
 
@@ -82,7 +82,7 @@ def read_weight(op: WeightOp) -> np.ndarray:
 def create_weight(anchor: Operation, base: str, array: np.ndarray) -> WeightOp:
     """A new `top.Weight` (not yet inserted) whose data is registered in the
     store of `anchor`'s module under a fresh name derived from `base`."""
-    array = np.ascontiguousarray(array, dtype=np.float32)
+    array = np.require(array, np.float32, "C")
     name = weights_of(anchor).add(base, array)
     return WeightOp.make([], name, result_types=[tensor_type(array.shape)])
 

@@ -92,7 +92,7 @@ def new_weight(
         name, index = f"{base}_{index}", index + 1
     op = create_weight(before, name, array)
     if inline:
-        data = np.ascontiguousarray(array, dtype="<f4")
+        data = np.require(array, "<f4", "C")
         op.attributes["value"] = DenseIntOrFPElementsAttr(
             TensorType(f32, data.shape), BytesAttr(data.tobytes())
         )

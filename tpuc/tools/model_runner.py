@@ -154,7 +154,7 @@ def _feed(session, inputs: Mapping, model_path: str) -> dict:
         if spec.name not in inputs:
             raise TpucError(f"{model_path}: no data for input '{spec.name}' (shape {spec.shape})")
         dtype = _ORT_DTYPES.get(spec.type, "float32")
-        feed[spec.name] = np.ascontiguousarray(inputs[spec.name], dtype=dtype)
+        feed[spec.name] = np.require(inputs[spec.name], dtype, "C")
     return feed
 
 
