@@ -648,10 +648,13 @@ class UpsampleOp(UnaryOp):
 class InterpOp(UnaryOp):
     """Resize of the spatial dims (ONNX Resize semantics) to `target_shape`.
     mode: "nearest", "linear", "cubic"; coord_mode: ONNX's
-    coordinate_transformation_mode; nearest_mode: ONNX's nearest_mode."""
+    coordinate_transformation_mode; nearest_mode: ONNX's nearest_mode.
+    `scales` (optional, one per dim of `target_shape`) keeps the scale
+    factors an ONNX model gave: they, not out/in, map the coordinates."""
 
     name = "top.Interp"
     target_shape = ints()
+    scales = ints()
     mode = text("nearest")
     coord_mode = text("half_pixel")
     nearest_mode = text("round_prefer_floor")
