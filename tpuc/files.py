@@ -44,7 +44,9 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     except FileNotFoundError:
         raise TpucError(f"{path}: no such file") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise TpucError(f"{path}: not a readable npz file (truncated or not an npz archive)") from None
+        raise TpucError(
+            f"{path}: not a readable npz file (truncated or not an npz archive)"
+        ) from None
 
 
 def _umask() -> int:
