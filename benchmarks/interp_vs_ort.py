@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """TOP interpreter vs onnxruntime on resnet50 (batch 1, 224x224), same process.
 
-Both run warm with 2 threads; each time is the median of several runs. The
+Both run warm with 2 threads, prepared once (an ORT session, a
+TopInterpreter); runs alternate between the two and each time is the median. The
 model is the onnx package's resnet50 architecture with seeded weights (built
 on first use into the tpuc cache). Also times a whole `model_transform.py`
 run on it, verification included. The last line is
@@ -25,14 +26,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "regression"))
 
 
-def median_time(fn, runs: int) -> float:
-    fn()  # warm-up
-    times = []
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved_medians(top_fn, ort_fn, runs: int) -> tuple[float, float]:
+    """Median times of both sides, alternating runs so machine noise hits
+    both alike; short pauses let the other side's idle worker threads (ORT
+    and OpenBLAS spin for a while after a call) go to sleep first."""
+    top_fn(), ort_fn()  # warm-up: first-touch allocations, thread pools
+    top_times, ort_times = [], []
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        time.sleep(0.2)
+        top_times.append(_timed(top_fn))
+        time.sleep(0.2)
+        ort_times.append(_timed(ort_fn))
+    return statistics.median(top_times), statistics.median(ort_times)
 
 
 def build_top(onnx_path: Path):
@@ -88,7 +99,7 @@ def main() -> None:
     import onnxruntime as ort
     from model_zoo import light_model
 
-    from tpuc.interp.top_interpreter import run_top
+    from tpuc.interp.top_interpreter import TopInterpreter
 
     zoo = light_model(args.model)
     inputs = dict(np.load(zoo.test_input))
@@ -98,8 +109,10 @@ def main() -> None:
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(zoo.onnx_path), options, providers=["CPUExecutionProvider"])
 
-    t_ort = median_time(lambda: session.run(None, inputs), args.runs)
-    t_top = median_time(lambda: run_top(module, store, inputs), args.runs)
+    interpreter = TopInterpreter(module)  # prepared once, like an ORT session
+    t_top, t_ort = interleaved_medians(
+        lambda: interpreter.run(store, inputs), lambda: session.run(None, inputs), args.runs
+    )
     print(f"model={args.model} threads={args.threads} runs={args.runs}")
     print(f"onnxruntime      median {t_ort * 1000:8.1f} ms")
     print(f"TOP interpreter  median {t_top * 1000:8.1f} ms")
