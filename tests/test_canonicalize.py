@@ -13,7 +13,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import FunctionType, ModuleOp, NoneType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region, SSAValue
 
@@ -47,7 +47,7 @@ class Graph:
         return self.add(op)
 
     def none(self) -> SSAValue:
-        op = top.NoneOp.build(result_types=[top.NoneType()])
+        op = top.NoneOp.build(result_types=[NoneType()])
         self.block.add_op(op)
         return op.output
 

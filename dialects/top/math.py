@@ -1,0 +1,328 @@
+"""TOP elementwise ops: arithmetic with numpy broadcasting and activations."""
+
+from __future__ import annotations
+
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+
+from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
+from tpuc.dialects.top.base import (
+    BinaryOp,
+    ReluFusedOp,
+    UnaryOp,
+    VariadicOp,
+    flag,
+    integer,
+    ints,
+    real,
+    text,
+)
+
+# --- elementwise arithmetic (numpy broadcasting) ---------------------------------
+
+
+@irdl_op_definition
+class AddOp(VariadicOp):
+    """Sum of the inputs, each times `coeff[i]` when given."""
+
+    name = "top.Add"
+    coeff = ints()
+
+
+@irdl_op_definition
+class MulOp(VariadicOp):
+    name = "top.Mul"
+
+
+@irdl_op_definition
+class MaxOp(VariadicOp):
+    name = "top.Max"
+
+
+@irdl_op_definition
+class MinOp(VariadicOp):
+    name = "top.Min"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    name = "top.Sub"
+    do_relu = flag()
+    relu_limit = real(-1.0)
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    name = "top.Div"
+
+
+@irdl_op_definition
+class PowTensorOp(BinaryOp):
+    """lhs ** rhs with a tensor exponent (TPU-MLIR's Pow2/Pow3 family)."""
+
+    name = "top.PowTensor"
+
+
+@irdl_op_definition
+class CompareOp(BinaryOp):
+    """1.0 where `lhs mode rhs` holds, else 0.0. Modes: Equal, NotEqual,
+    Greater, GreaterOrEqual, Less, LessOrEqual, And, Or, Xor."""
+
+    name = "top.Compare"
+    mode = text()
+
+
+@irdl_op_definition
+class AddConstOp(UnaryOp):
+    name = "top.AddConst"
+    const_val = real(0.0)
+    do_relu = flag()
+    relu_limit = real(-1.0)
+
+
+@irdl_op_definition
+class SubConstOp(UnaryOp):
+    """input - c, or c - input when `is_reverse`."""
+
+    name = "top.SubConst"
+    const_val = real(0.0)
+    is_reverse = flag()
+
+
+@irdl_op_definition
+class MulConstOp(UnaryOp):
+    name = "top.MulConst"
+    const_val = real(1.0)
+    do_relu = flag()
+    relu_limit = real(-1.0)
+
+
+@irdl_op_definition
+class CompareConstOp(UnaryOp):
+    """`input mode c`, or `c mode input` when `inversed`."""
+
+    name = "top.CompareConst"
+    mode = text()
+    const_val = real(0.0)
+    inversed = flag()
+
+
+@irdl_op_definition
+class WhereOp(TensorOp):
+    """cond != 0 ? tbrn : fbrn."""
+
+    name = "top.Where"
+    cond = operand_def(AnyTensor)
+    tbrn = operand_def(AnyTensor)
+    fbrn = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ScaleOp(ReluFusedOp):
+    """Per-channel (axis 1) input * scale + bias."""
+
+    name = "top.Scale"
+    input = operand_def(AnyTensor)
+    scale = operand_def(AnyTensor)
+    bias = operand_def(TensorOrNone)
+    output = result_def(AnyTensor)
+    traits = traits_def(Pure())
+
+
+# --- activations ------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    name = "top.Relu"
+    relu_limit = real(-1.0)
+
+
+@irdl_op_definition
+class LeakyReluOp(UnaryOp):
+    name = "top.LeakyRelu"
+    alpha = real(0.01)
+
+
+@irdl_op_definition
+class PReluOp(TensorOp):
+    """Leaky ReLU with a learned slope broadcast against the input."""
+
+    name = "top.PRelu"
+    input = operand_def(AnyTensor)
+    slope = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """scale * sigmoid(x) + bias (log: log of it)."""
+
+    name = "top.Sigmoid"
+    scale = real(1.0)
+    bias = real(0.0)
+    log = flag()
+
+
+@irdl_op_definition
+class SiLUOp(UnaryOp):
+    name = "top.SiLU"
+
+
+@irdl_op_definition
+class GELUOp(UnaryOp):
+    """approx_mode: "normal" (erf) or "tanh"."""
+
+    name = "top.GELU"
+    approx_mode = text("normal")
+
+
+@irdl_op_definition
+class HardSigmoidOp(UnaryOp):
+    name = "top.HardSigmoid"
+    alpha = real(0.2)
+    beta = real(0.5)
+
+
+@irdl_op_definition
+class HardSwishOp(UnaryOp):
+    name = "top.HardSwish"
+
+
+@irdl_op_definition
+class MishOp(UnaryOp):
+    name = "top.Mish"
+
+
+@irdl_op_definition
+class EluOp(UnaryOp):
+    name = "top.Elu"
+    alpha = real(1.0)
+
+
+@irdl_op_definition
+class SoftplusOp(UnaryOp):
+    name = "top.Softplus"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    name = "top.Tanh"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    name = "top.Exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    name = "top.Log"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    name = "top.Sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    name = "top.Rsqrt"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    """const_val / input."""
+
+    name = "top.Reciprocal"
+    const_val = real(1.0)
+
+
+@irdl_op_definition
+class PowOp(UnaryOp):
+    """input ** exponent, a constant exponent."""
+
+    name = "top.Pow"
+    exponent = real(1.0)
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    name = "top.Erf"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    name = "top.Abs"
+
+
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    name = "top.Floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    name = "top.Ceil"
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """Round half to even, as ONNX Round."""
+
+    name = "top.Round"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    name = "top.Sin"
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    name = "top.Cos"
+
+
+@irdl_op_definition
+class SignOp(UnaryOp):
+    name = "top.Sign"
+
+
+@irdl_op_definition
+class NotOp(UnaryOp):
+    """Logical not: 1.0 where input == 0."""
+
+    name = "top.Not"
+
+
+@irdl_op_definition
+class ClipOp(UnaryOp):
+    name = "top.Clip"
+    min = real()
+    max = real()
+
+
+@irdl_op_definition
+class SoftmaxOp(UnaryOp):
+    """Softmax along `axis` (log: log-softmax)."""
+
+    name = "top.Softmax"
+    axis = integer(1)
+    log = flag()
+
+
+@irdl_op_definition
+class CastOp(UnaryOp):
+    """Conversion to `to` ("F32", "INT32", "INT64", "BOOL", ...); the float
+    interpreter keeps values in float32 after converting through `to`."""
+
+    name = "top.Cast"
+    to = text("F32")

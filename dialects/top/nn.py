@@ -1,0 +1,221 @@
+"""TOP ops of the network structure: graph boundary, convolution, matmul,
+pooling, normalization and recurrent layers."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    NoneType,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+
+from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
+from tpuc.dialects.top.base import (
+    ReluFusedOp,
+    UnaryOp,
+    flag,
+    integer,
+    ints,
+    real,
+    text,
+)
+
+# --- graph boundary -------------------------------------------------------------
+
+
+@irdl_op_definition
+class InputOp(UnaryOp):
+    """A network input, with the preprocessing that produced it."""
+
+    name = "top.Input"
+    channel_format = text()
+    pixel_format = text()
+    resize_dims = ints()
+    keep_aspect_ratio = flag()
+    mean = ints()
+    scale = ints()
+
+
+@irdl_op_definition
+class WeightOp(TensorOp):
+    """A constant whose bytes live in the module's weight npz under `name`."""
+
+    name = "top.Weight"
+    output = result_def(AnyTensor)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class NoneOp(IRDLOperation):
+    """Stands for an absent optional operand."""
+
+    name = "top.None"
+    output = result_def(NoneType)
+    traits = traits_def(Pure())
+
+
+# --- convolution, matmul, pooling -----------------------------------------------
+
+
+class ConvLikeOp(ReluFusedOp):
+    input = operand_def(AnyTensor)
+    filter = operand_def(AnyTensor)
+    bias = operand_def(TensorOrNone)
+    output = result_def(AnyTensor)
+    kernel_shape = ints()
+    strides = ints()
+    pads = ints()
+    dilations = ints()
+    group = integer(1)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class ConvOp(ConvLikeOp):
+    """N-d convolution; filter is [oc, ic/group, *kernel]."""
+
+    name = "top.Conv"
+
+
+@irdl_op_definition
+class DeconvOp(ConvLikeOp):
+    """Transposed convolution; filter is [ic, oc/group, *kernel]."""
+
+    name = "top.Deconv"
+    output_padding = ints()
+
+
+@irdl_op_definition
+class MatMulOp(ReluFusedOp):
+    """Batched matmul with numpy broadcasting; `right_transpose` swaps the
+    last two dims of `right`. Bias adds along the last dim."""
+
+    name = "top.MatMul"
+    input = operand_def(AnyTensor)
+    right = operand_def(AnyTensor)
+    bias = operand_def(TensorOrNone)
+    output = result_def(AnyTensor)
+    right_transpose = flag()
+    traits = traits_def(Pure())
+
+
+class PoolOp(ReluFusedOp):
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    kernel_shape = ints()
+    strides = ints()
+    pads = ints()
+    ceil_mode = flag()
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class MaxPoolOp(PoolOp):
+    name = "top.MaxPool"
+
+
+@irdl_op_definition
+class AvgPoolOp(PoolOp):
+    name = "top.AvgPool"
+    count_include_pad = flag()
+
+
+# --- normalization ----------------------------------------------------------------
+
+
+@irdl_op_definition
+class BatchNormOp(ReluFusedOp):
+    name = "top.BatchNorm"
+    input = operand_def(AnyTensor)
+    mean = operand_def(AnyTensor)
+    variance = operand_def(AnyTensor)
+    gamma = operand_def(TensorOrNone)
+    beta = operand_def(TensorOrNone)
+    output = result_def(AnyTensor)
+    epsilon = real(1e-5)
+    traits = traits_def(Pure())
+
+
+class AffineNormOp(TensorOp):
+    input = operand_def(AnyTensor)
+    weight = operand_def(TensorOrNone)
+    bias = operand_def(TensorOrNone)
+    output = result_def(AnyTensor)
+    eps = real(1e-5)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class LayerNormOp(AffineNormOp):
+    """Normalize over dims [axis, rank); weight/bias have that trailing shape."""
+
+    name = "top.LayerNorm"
+    axis = integer(-1)
+    normalized_shape = ints()
+
+
+@irdl_op_definition
+class InstanceNormOp(AffineNormOp):
+    name = "top.InstanceNorm"
+
+
+@irdl_op_definition
+class GroupNormOp(AffineNormOp):
+    name = "top.GroupNorm"
+    num_groups = integer(1)
+
+
+@irdl_op_definition
+class LRNOp(UnaryOp):
+    name = "top.LRN"
+    size = integer(1)
+    alpha = real(1e-4)
+    beta = real(0.75)
+    bias = real(1.0)
+
+
+# --- recurrent --------------------------------------------------------------------
+
+
+class RecurrentOp(TensorOp):
+    """ONNX layouts: filter [dirs, gates*hidden, input], recurrence
+    [dirs, gates*hidden, hidden], bias [dirs, 2*gates*hidden]; input is
+    [seq, batch, input] unless `batch_first`."""
+
+    input = operand_def(AnyTensor)
+    filter = operand_def(AnyTensor)
+    recurrence = operand_def(AnyTensor)
+    bias = operand_def(TensorOrNone)
+    initial_h = operand_def(TensorOrNone)
+    hidden_size = integer()
+    bidirectional = flag()
+    batch_first = flag()
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class LSTMOp(RecurrentOp):
+    """Gates in ONNX order (i, o, f, c). Results: Y [seq, dirs, batch, hidden],
+    Y_h and Y_c [dirs, batch, hidden]."""
+
+    name = "top.LSTM"
+    initial_c = operand_def(TensorOrNone)
+    y = result_def(AnyTensor)
+    y_h = result_def(AnyTensor)
+    y_c = result_def(AnyTensor)
+
+
+@irdl_op_definition
+class GRUOp(RecurrentOp):
+    """Gates in ONNX order (z, r, h). Results: Y, Y_h."""
+
+    name = "top.GRU"
+    linear_before_reset = flag()
+    y = result_def(AnyTensor)
+    y_h = result_def(AnyTensor)
