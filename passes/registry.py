@@ -1,14 +1,12 @@
 """Every pass `tpuc-opt` and the tools can run, by pipeline name.
 
 Each entry names the module and class of a pass; nothing is imported until
-a pass is looked up, so start-up stays fast. Passes whose module is not
-present yet (they are written in parallel) are left out.
+a pass is looked up, so start-up stays fast.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 
 from xdsl.passes import ModulePass
@@ -29,18 +27,9 @@ def _factory(module: str, cls: str) -> Callable[[], type[ModulePass]]:
     return load
 
 
-def _present(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Pass name -> factory returning the pass class (imported on call)."""
-    return {
-        name: _factory(module, cls) for name, (module, cls) in PASSES.items() if _present(module)
-    }
+    return {name: _factory(module, cls) for name, (module, cls) in PASSES.items()}
 
 
 def get_pass(name: str) -> type[ModulePass]:

@@ -10,14 +10,10 @@ def make_context() -> Context:
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
 
+    from tpuc.dialects.quant import Quant
     from tpuc.dialects.top import Top
 
     ctx = Context()
-    for dialect in (Builtin, Func, Top):
+    for dialect in (Builtin, Func, Top, Quant):
         ctx.load_dialect(dialect)
-    try:
-        from tpuc.dialects.quant import Quant
-    except ImportError:  # the quant types arrive with calibration support
-        return ctx
-    ctx.load_dialect(Quant)
     return ctx

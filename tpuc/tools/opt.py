@@ -64,19 +64,7 @@ def _dialect_factories() -> dict[str, Callable[[], Dialect]]:
 
         return Quant
 
-    factories: dict[str, Callable[[], Dialect]] = {"builtin": builtin, "func": func, "top": top}
-    if _module_exists("tpuc.dialects.quant"):
-        factories["quant"] = quant
-    return factories
-
-
-def _module_exists(name: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
+    return {"builtin": builtin, "func": func, "top": top, "quant": quant}
 
 
 class TpucOptMain(xDSLOptMain):
