@@ -3,7 +3,9 @@
 Every tool stages its outputs in an `OutputSet`: files are written under a
 temporary name next to their destination and renamed only when the whole
 step succeeded, so a failed run leaves nothing half-written. npz files are
-written with fixed zip timestamps so the same arrays give the same bytes.
+written with fixed zip timestamps so the same arrays give the same bytes,
+streamed member by member into the staged file (big weight archives are
+never held in memory twice).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import io
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 import numpy as np
 
@@ -23,16 +27,38 @@ from tpuc.errors import TpucError
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """An uncompressed .npz archive, byte-identical for identical arrays."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in arrays.items():
-            member = io.BytesIO()
-            np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+def write_npz(handle: BinaryIO, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write an uncompressed .npz archive to a seekable binary file, each
+    member streamed from its array (no in-memory copy of the archive);
+    byte-identical for identical arrays."""
+    with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            array = np.asanyarray(value)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
             info.external_attr = 0o644 << 16
-            archive.writestr(info, member.getvalue())
+            # zipfile picks the zip64 local header from the announced size;
+            # the header is rewritten with the real size and CRC on close
+            info.file_size = _npy_size(array)
+            with archive.open(info, "w") as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+
+
+def _npy_size(array: np.ndarray) -> int:
+    """Bytes `np.lib.format.write_array` writes for `array`."""
+    header = io.BytesIO()
+    fields = np.lib.format.header_data_from_array_1_0(array)
+    try:
+        np.lib.format.write_array_header_1_0(header, fields)
+    except ValueError:  # header too long for format 1.0
+        header = io.BytesIO()
+        np.lib.format.write_array_header_2_0(header, fields)
+    return len(header.getvalue()) + array.nbytes
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """The bytes `write_npz` writes, for small archives held in memory."""
+    buffer = io.BytesIO()
+    write_npz(buffer, arrays)
     return buffer.getvalue()
 
 
@@ -64,21 +90,33 @@ class OutputSet:
         self._protected = {Path(p).resolve() for p in protected}
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
-        target = Path(path)
-        if target.resolve() in self._protected:
-            raise TpucError(f"{path}: refusing to overwrite an input file")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb") as handle:
+        with self._staged_file(path) as handle:
             handle.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        self._staged.append((tmp, target))
 
     def write_text(self, path: str | os.PathLike[str], text: str) -> None:
         self.write_bytes(path, text.encode())
 
     def save_npz(self, path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
-        self.write_bytes(path, npz_bytes(arrays))
+        with self._staged_file(path) as handle:
+            write_npz(handle, arrays)
+
+    @contextmanager
+    def _staged_file(self, path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+        """A fresh temporary file next to `path`, staged once written
+        (removed if writing it fails)."""
+        target = Path(path)
+        if target.resolve() in self._protected:
+            raise TpucError(f"{path}: refusing to overwrite an input file")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+            os.chmod(tmp, 0o666 & ~_umask())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._staged.append((tmp, target))
 
     def commit(self) -> None:
         for tmp, target in self._staged:

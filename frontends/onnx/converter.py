@@ -31,9 +31,14 @@ def convert_onnx(
     model_name: str,
     input_shapes: Sequence[Sequence[int]] | None = None,
     output_names: Sequence[str] | None = None,
+    *,
+    model: ModelProto | None = None,
 ) -> tuple[ModuleOp, dict[str, np.ndarray]]:
-    """Convert an ONNX file to a TOP_F32 module and its float32 weights."""
-    model = g.load_model(model_path)
+    """Convert an ONNX file to a TOP_F32 module and its float32 weights.
+    `model`: the file already read with `graph.load_model` (big models are
+    parsed once per tool run); it is not modified."""
+    if model is None:
+        model = g.load_model(model_path)
     graph = model.graph
     inputs = g.graph_inputs(graph)
     shapes = g.resolve_input_shapes(model_path, inputs, input_shapes)

@@ -215,8 +215,9 @@ def infer_onnx_shapes(
     model: ModelProto, shapes: dict[str, list[int]]
 ) -> dict[str, tuple[int, ...]]:
     """Static shapes ONNX's shape inference finds once the inputs are fixed.
-    Runs on a light copy: large initializers become typed inputs (inference
-    only needs their shapes) and stale shapes stored in the file are dropped.
+    Runs on a light copy: large initializers and Constant nodes become typed
+    inputs (inference only needs their shapes) and stale shapes stored in the
+    file are dropped.
     Empty on failure: tpuc's own shape rules take over then."""
     try:
         inferred = onnx.shape_inference.infer_shapes(
@@ -226,13 +227,25 @@ def infer_onnx_shapes(
         return {}
     found: dict[str, tuple[int, ...]] = {}
     _collect_shapes(inferred.graph, found)
+    for node in model.graph.node:
+        big = _big_constant(node)
+        if big is not None:
+            found[node.output[0]] = tuple(big.dims)
     return found
 
 
 def _light_copy(model: ModelProto, shapes: dict[str, list[int]]) -> ModelProto:
     src = model.graph
     graph = onnx.GraphProto(name=src.name)
-    graph.node.extend(src.node)
+    outputs = {o.name for o in src.output}
+    for node in src.node:  # big Constant nodes (paddle2onnx's weights) become typed inputs too
+        big = _big_constant(node)
+        if big is None or node.output[0] in outputs:
+            graph.node.append(node)
+        else:
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(node.output[0], big.data_type, big.dims)
+            )
     graph.output.extend(onnx.helper.make_empty_tensor_value_info(o.name) for o in src.output)
     for value in graph_inputs(src):
         copy = graph.input.add()
@@ -249,6 +262,17 @@ def _light_copy(model: ModelProto, shapes: dict[str, list[int]]) -> ModelProto:
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
     return light
+
+
+def _big_constant(node: NodeProto) -> onnx.TensorProto | None:
+    """The value of a Constant node too big for shape inference to need it
+    (more than 4096 elements), else None."""
+    if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS or len(node.output) != 1:
+        return None
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR and _numel(a.t.dims) > 4096:
+            return a.t
+    return None
 
 
 def _numel(dims: Sequence[int]) -> int:

@@ -142,10 +142,8 @@ def convert_gemm(cv: OnnxConverter, node: NodeProto) -> None:
     right_transpose = False
     bconst = cv.const(b)
     if bconst is not None:
-        mat = bconst.T if trans_b else bconst
-        right = (
-            cv.value(b) if mat is bconst and alpha == 1.0 else cv.weight(f"{b}_fix", mat * alpha)
-        )
+        fixed = not trans_b and alpha == 1.0
+        right = cv.value(b) if fixed else cv.weight(f"{b}_fix", _scaled(bconst, trans_b, alpha))
     else:
         right, right_transpose = cv.value(b), trans_b
     bshape = cv.shape(b)
@@ -165,7 +163,7 @@ def _gemm_lhs(cv: OnnxConverter, a: str, trans: bool, scale: float, out: str):
     if aconst is not None:
         if not trans and scale == 1.0:
             return cv.value(a)
-        return cv.weight(f"{a}_fix", (aconst.T if trans else aconst) * scale)
+        return cv.weight(f"{a}_fix", _scaled(aconst, trans, scale))
     value = cv.value(a)
     shape = cv.shape(a)
     if trans:
@@ -175,6 +173,31 @@ def _gemm_lhs(cv: OnnxConverter, a: str, trans: bool, scale: float, out: str):
     if scale != 1.0:
         value = cv.emit_temp(top.MulConstOp, [value], f"{out}_alpha", {"const_val": scale}, shape)
     return value
+
+
+def _scaled(matrix: np.ndarray, trans: bool, scale: float) -> np.ndarray:
+    """`matrix` (transposed if `trans`) times `scale`, C-contiguous, with at
+    most one copy: fc weights can be hundreds of MB."""
+    out = _transposed(matrix) if trans else np.ascontiguousarray(matrix)
+    if scale == 1.0:
+        return out
+    if np.may_share_memory(out, matrix) or out.dtype.kind != "f":
+        return out * scale  # no copy was made (or an int matrix): never scale the constant
+    out *= scale
+    return out
+
+
+def _transposed(matrix: np.ndarray, rows: int = 256, cols: int = 2048) -> np.ndarray:
+    """C-contiguous `matrix.T`, copied block by block: about twice as fast
+    as a plain strided copy on fc-sized matrices (cache-friendly reads)."""
+    if matrix.ndim != 2 or matrix.size < rows * cols:
+        return np.ascontiguousarray(matrix.T)
+    r, c = matrix.shape
+    out = np.empty((c, r), matrix.dtype)
+    for i in range(0, r, rows):
+        for j in range(0, c, cols):
+            out[j : j + cols, i : i + rows] = matrix[i : i + rows, j : j + cols].T
+    return out
 
 
 def _gemm_bias(cv: OnnxConverter, c: str, beta: float, out: str, n: int | None):

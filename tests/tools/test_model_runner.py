@@ -71,3 +71,83 @@ def test_errors(work, capsys, model, inputs, needle):
     code, _, err = run_main(model_runner.main, argv, capsys)
     assert code == 1 and needle in one_line_error(err)
     assert not (d / "o.npz").exists()
+
+
+# --- onnxruntime sessions: extra outputs, IR version, external data ----------------------
+
+
+def ort_all_tensors(path, x) -> dict[str, np.ndarray]:
+    """Reference: the model re-saved with every node output as a graph output."""
+    import onnx
+
+    model = onnx.load(str(path))
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in ("c", "r", "p"))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, {"x": x}), strict=True))
+
+
+def test_extra_tensors_from_given_names_without_parsing(work, monkeypatch):
+    import onnx
+
+    d, _ = work
+    path = d / "tiny.onnx"
+    before = path.read_bytes()
+    names = model_runner.OnnxNames.read(str(path))
+    assert names.outputs == ("y",)
+    assert names.produced == (
+        ("c", "Conv"),
+        ("r", "Relu"),
+        ("p", "GlobalAveragePool"),
+        ("y", "Flatten"),
+    )
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the model was parsed again")
+
+    x = np.load(d / "in.npz")["x"]
+    ref = ort_all_tensors(path, x)
+    monkeypatch.setattr(onnx, "load", no_parse)
+    monkeypatch.setattr(onnx, "load_model", no_parse)
+    got = model_runner.run_onnx(str(path), {"x": x}, tensors={"r": "r_Relu"}, names=names)
+    assert set(got) == {"y", "r_Relu"}
+    np.testing.assert_array_equal(got["r_Relu"], ref["r"])
+    np.testing.assert_array_equal(got["y"], ref["y"])
+    assert path.read_bytes() == before
+
+
+def test_ir_version_newer_than_onnxruntime_is_lowered_in_memory(work):
+    import onnx
+
+    d, _ = work
+    model = onnx.load(str(d / "tiny.onnx"))
+    model.ir_version = 99
+    onnx.save(model, str(d / "new.onnx"))
+    before = (d / "new.onnx").read_bytes()
+    notes: list[str] = []
+    x = np.load(d / "in.npz")["x"]
+    got = model_runner.run_onnx(str(d / "new.onnx"), {"x": x}, dump_all=True, notes=notes.append)
+    assert notes and "running with IR version" in notes[0] and "model has 99" in notes[0]
+    ref = ort_all_tensors(d / "tiny.onnx", x)
+    assert set(got) == set(ref)
+    for name, value in ref.items():
+        np.testing.assert_array_equal(got[name], value)
+    assert (d / "new.onnx").read_bytes() == before
+
+
+def test_external_data_found_next_to_the_model(work, monkeypatch, tmp_path_factory):
+    import onnx
+
+    d, _ = work
+    sub = d / "sub"
+    sub.mkdir()
+    model = onnx.load(str(d / "tiny.onnx"))
+    onnx.save(model, str(sub / "ext.onnx"), save_as_external_data=True, location="ext.bin",
+              size_threshold=0)  # fmt: skip
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    x = np.load(d / "in.npz")["x"]
+    got = model_runner.run_onnx(str(sub / "ext.onnx"), {"x": x}, dump_all=True)
+    ref = ort_all_tensors(d / "tiny.onnx", x)
+    assert set(got) == set(ref)
+    for name, value in ref.items():
+        np.testing.assert_array_equal(got[name], value)

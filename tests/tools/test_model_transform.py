@@ -105,6 +105,26 @@ def test_without_test_input(work, capsys):
     }
 
 
+def test_model_is_parsed_once(work, capsys, monkeypatch):
+    """The frontend and the onnxruntime reference share one parse of the file."""
+    import onnx
+
+    real = onnx.load_model
+    calls: list[str] = []
+
+    def counting(f, *args, **kwargs):
+        calls.append(str(f))
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(onnx, "load", counting)
+    monkeypatch.setattr(onnx, "load_model", counting)
+    code, out, err = transform(work, capsys, "--test_input", "{d}/in.npz", "--debug")
+    assert code == 0, err
+    assert calls == [str(work / "tiny.onnx")]
+    with np.load(work / "tiny_ref_outputs.npz") as ref:
+        assert set(ref.files) == {"r", "p", "y"}  # intermediates exposed to onnxruntime
+
+
 def test_divergence_names_first_tensor_in_network_order(work, capsys, monkeypatch):
     import tpuc.tools.model_runner as runner
 

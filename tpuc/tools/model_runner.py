@@ -11,12 +11,16 @@ of model_transform.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from tpuc.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser
 
 PROG = "model_runner.py"
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+"""onnxruntime option: where a model given as bytes keeps its external data."""
 
 
 def build_parser():
@@ -56,16 +60,36 @@ _ORT_DTYPES = {
 }
 
 
-def onnx_node_outputs(model) -> list[str]:
-    """Every tensor produced by a node of the main graph, in node order."""
-    seen: set[str] = set()
-    names = []
-    for node in model.graph.node:
-        for name in node.output:
-            if name and name not in seen:
-                seen.add(name)
-                names.append(name)
-    return names
+@dataclass(frozen=True)
+class OnnxNames:
+    """What a reference run needs to know of an ONNX model: its graph
+    outputs and every node output with its op type, in node order. Kept
+    instead of the parsed model, whose weights can then be freed."""
+
+    outputs: tuple[str, ...]
+    produced: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, model) -> OnnxNames:
+        seen: set[str] = set()
+        produced = []
+        for node in model.graph.node:
+            for name in node.output:
+                if name and name not in seen:
+                    seen.add(name)
+                    produced.append((name, node.op_type))
+        return cls(tuple(o.name for o in model.graph.output), tuple(produced))
+
+    @classmethod
+    def read(cls, model_path: str) -> OnnxNames:
+        """Parse the file (its external data is not needed for names)."""
+        import onnx
+
+        try:
+            model = onnx.load(model_path, load_external_data=False)
+        except Exception as exc:
+            raise TpucError(f"{model_path}: not a valid ONNX model ({_first_line(exc)})") from None
+        return cls.of(model)
 
 
 def run_onnx(
@@ -75,75 +99,86 @@ def run_onnx(
     dump_all: bool = False,
     tensors: Mapping[str, str] | None = None,
     notes: Callable[[str], None] | None = None,
+    names: OnnxNames | None = None,
 ) -> dict:
     """Run an ONNX model in onnxruntime. Returns the graph outputs by name;
     plus, with `dump_all`, every node output, and the tensors of `tensors`
     (ONNX name -> key in the result). Tensors onnxruntime cannot expose are
-    left out (reported through `notes`)."""
-    import onnx
-
-    try:
-        model = onnx.load(model_path)
-    except Exception as exc:
-        raise TpucError(f"{model_path}: not a valid ONNX model ({_first_line(exc)})") from None
-    keys = {o.name: o.name for o in model.graph.output}
+    left out (reported through `notes`). `names`: the model's names when
+    the caller has already parsed it (else the file is parsed here)."""
+    if names is None and (dump_all or tensors):
+        names = OnnxNames.read(model_path)
+    keys = {n: n for n in names.outputs} if names is not None else {}
     extra = dict(tensors or {})
-    if dump_all:
-        extra.update({n: extra.get(n, n) for n in onnx_node_outputs(model)})
+    if dump_all and names is not None:
+        extra.update({n: extra.get(n, n) for n, _ in names.produced})
     extra = {n: k for n, k in extra.items() if n not in keys}
-    session, exposed = _session(model, model_path, list(extra), notes or (lambda _: None))
+    session, exposed = _session(model_path, list(extra), notes or (lambda _: None))
     keys.update({n: extra[n] for n in exposed})
     feed = _feed(session, inputs, model_path)
-    names = [o.name for o in session.get_outputs()]
+    out_names = [o.name for o in session.get_outputs()]
     try:
-        values = session.run(names, feed)
+        values = session.run(out_names, feed)
     except Exception as exc:
         raise TpucError(f"{model_path}: onnxruntime failed: {_first_line(exc)}") from None
-    return {keys[n]: v for n, v in zip(names, values, strict=True)}
+    return {keys.get(n, n): v for n, v in zip(out_names, values, strict=True)}
 
 
-def _session(model, model_path: str, extra: list[str], notes: Callable[[str], None]):
+def _session(model_path: str, extra: list[str], notes: Callable[[str], None]):
     """An InferenceSession exposing `extra` tensors as outputs if it can."""
-    import onnx
-
     if extra:
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in extra)
         try:
-            return _make_session(copy, model_path, notes), extra
+            return _make_session(model_path, extra, notes), extra
         except TpucError as exc:
             notes(f"onnxruntime cannot expose intermediate tensors ({exc}); outputs only")
-    return _make_session(model, model_path, notes), []
+    return _make_session(model_path, [], notes), []
 
 
-def _make_session(model, model_path: str, notes: Callable[[str], None]):
-    """A CPU session from an in-memory model; an IR version newer than
-    onnxruntime supports is lowered once on the copy (never on disk)."""
+def _make_session(model_path: str, extra: list[str], notes: Callable[[str], None]):
+    """A CPU session on the file as it is, or with `extra` outputs; an IR
+    version newer than onnxruntime supports is lowered once (in memory,
+    never on disk)."""
     import re
 
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
+    ir_version = None
     for attempt in range(2):
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
         try:
-            data = model.SerializeToString()
+            if not extra and ir_version is None:
+                return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+            data = _model_bytes(model_path, extra, ir_version, options)
             return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-        except ValueError as exc:  # protobuf over 2 GiB
-            raise TpucError(f"{model_path}: cannot hand the model to onnxruntime ({exc})") from None
+        except OSError as exc:
+            raise TpucError(f"{model_path}: cannot read it ({exc.strerror})") from None
         except Exception as exc:
             message = _first_line(exc)
-            match = re.search(r"max supported IR version: (\d+)", message)
-            if attempt == 0 and match and model.ir_version > int(match.group(1)):
-                notes(f"running with IR version {match.group(1)} (model has {model.ir_version})")
-                lowered = type(model)()
-                lowered.CopyFrom(model)
-                lowered.ir_version = int(match.group(1))
-                model = lowered
+            match = re.search(r"IR version: (\d+), max supported IR version: (\d+)", message)
+            if attempt == 0 and match and int(match.group(1)) > int(match.group(2)):
+                ir_version = int(match.group(2))
+                notes(f"running with IR version {ir_version} (model has {match.group(1)})")
                 continue
             raise TpucError(f"{model_path}: onnxruntime cannot load it: {message}") from None
     raise AssertionError("unreachable")
+
+
+def _model_bytes(model_path: str, extra: list[str], ir_version: int | None, options) -> bytes:
+    """The model file with a serialized ModelProto appended that adds the
+    `extra` graph outputs (and sets `ir_version`): protobuf merges repeated
+    fields and keeps the last scalar, so onnxruntime reads the model with
+    those changes, and the model is neither parsed nor serialized here."""
+    import onnx
+
+    tail = onnx.ModelProto()
+    tail.graph.output.extend(onnx.ValueInfoProto(name=n) for n in extra)
+    if ir_version is not None:
+        tail.ir_version = ir_version
+    folder = os.path.dirname(os.path.abspath(model_path))
+    options.add_session_config_entry(EXTERNAL_DATA_FOLDER, folder)
+    with open(model_path, "rb") as handle:
+        return handle.read() + tail.SerializeToString()
 
 
 def _feed(session, inputs: Mapping, model_path: str) -> dict:

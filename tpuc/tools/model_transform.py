@@ -28,6 +28,7 @@ from tpuc.tools.cli import existing_file, make_parser, parse_list, parse_shapes
 if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
     from tpuc.compare import CompareResult, Tolerance
     from tpuc.preprocess import Preprocess
+    from tpuc.tools.model_runner import OnnxNames
 
 PROG = "model_transform.py"
 EPILOG = (
@@ -169,13 +170,21 @@ def _check_distinct(req: Request) -> None:
 
 
 def _convert_onnx(req: Request):
+    """Parse the file once: the frontend converts the parsed model and the
+    reference run keeps only its names (the parsed weights are freed here)."""
     from tpuc.frontends.onnx import convert_onnx
+    from tpuc.frontends.onnx.graph import load_model
+    from tpuc.tools.model_runner import OnnxNames
 
-    return convert_onnx(str(req.model_def), req.name, req.input_shapes, req.output_names)
+    path = str(req.model_def)
+    model = load_model(path)
+    module, weights = convert_onnx(path, req.name, req.input_shapes, req.output_names, model=model)
+    return module, weights, OnnxNames.of(model)
 
 
 FRONTENDS: dict[str, Callable[[Request], tuple]] = {".onnx": _convert_onnx}
-"""Model suffix -> converter returning (TOP module, weights)."""
+"""Model suffix -> converter returning (TOP module, weights, names of the
+source model for the reference run)."""
 
 
 def say(message: str) -> None:
@@ -209,37 +218,35 @@ def output_names(module) -> list[str]:
     return [tensor_names(v.owner)[v.index] for v in ret.operands]
 
 
-def onnx_tensor_keys(model_path: Path, top_names: set[str]) -> dict[str, str]:
+def onnx_tensor_keys(names: OnnxNames, top_names: set[str]) -> dict[str, str]:
     """ONNX tensor -> TOP tensor name, for tensors both have (a TOP name is
     the ONNX tensor name, or TPU-MLIR's `<tensor>_<OpType>`)."""
-    import onnx
-
-    model = onnx.load(str(model_path), load_external_data=False)
     keys = {}
-    for node in model.graph.node:
-        for out in node.output:
-            if not out:
-                continue
-            if out in top_names:
-                keys[out] = out
-            elif f"{out}_{node.op_type}" in top_names:
-                keys[out] = f"{out}_{node.op_type}"
+    for out, op_type in names.produced:
+        if out in top_names:
+            keys[out] = out
+        elif f"{out}_{op_type}" in top_names:
+            keys[out] = f"{out}_{op_type}"
     return keys
 
 
-def verify(req: Request, module, store, inputs, out):
+def verify(req: Request, module, store, inputs, out, names: OnnxNames):
     """Run TOP and the source framework on `inputs`; stage the npz files;
-    return the comparison."""
+    return the comparison. Empties `store` once TOP has run, so that the
+    weights are freed before onnxruntime loads its own copy."""
     from tpuc.compare import compare_arrays
     from tpuc.interp.top_interpreter import run_top
     from tpuc.tools.model_runner import run_onnx
 
     say(f"running the TOP interpreter -> {req.test_result}")
     top = run_top(module, store, inputs, dump_all=True)
+    store.clear()
     out.save_npz(req.test_result, top)
-    keys = onnx_tensor_keys(req.model_def, set(top))
+    keys = onnx_tensor_keys(names, set(top))
     say(f"running onnxruntime on {req.model_def} ({len(keys)} tensors to compare)")
-    ref = run_onnx(str(req.model_def), inputs, tensors=keys, notes=lambda m: say(f"note: {m}"))
+    ref = run_onnx(
+        str(req.model_def), inputs, tensors=keys, notes=lambda m: say(f"note: {m}"), names=names
+    )
     if req.debug:
         out.save_npz(req.path("_ref_outputs.npz"), ref)
     skip = set(req.excepts) | set(inputs)
@@ -283,8 +290,9 @@ def transform(req: Request) -> int:
     protected = (req.model_def, *req.test_input)
     with OutputSet(protected=protected) as out:
         say(f"converting {req.model_def}")
-        module, weights = FRONTENDS[req.model_def.suffix.lower()](req)
+        module, weights, names = FRONTENDS[req.model_def.suffix.lower()](req)
         store = WeightStore(weights)
+        del weights  # the store holds them; cleared before the reference run
         attach_weights(module, store)
         annotate_inputs(module, req.preprocess)
         inputs = None
@@ -301,7 +309,7 @@ def transform(req: Request) -> int:
         result = None
         if inputs is not None:
             out.save_npz(req.path("_in_f32.npz"), inputs)
-            result = verify(req, module, store, inputs, out)
+            result = verify(req, module, store, inputs, out, names)
     say(f"saved {', '.join(str(p) for p in written_files(req))}")
     if result is None:
         return 0

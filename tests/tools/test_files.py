@@ -1,0 +1,92 @@
+"""tpuc.files: npz archives streamed into the staged file are byte-identical
+to the same archive built in memory with zipfile.writestr (an independent
+reference), readable by numpy, and a failed write leaves nothing behind."""
+
+from __future__ import annotations
+
+import io
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+
+from tpuc.errors import TpucError
+from tpuc.files import OutputSet, load_npz, npz_bytes
+
+EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def writestr_npz(arrays) -> bytes:
+    """Reference: every member serialized in memory, then `writestr`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=EPOCH)
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
+
+
+def arrays() -> dict[str, object]:
+    rng = np.random.default_rng(0)
+    return {
+        "scalar": np.array(3.5, np.float32),
+        "fortran": np.asfortranarray(rng.standard_normal((5, 7)).astype(np.float32)),
+        "strided": rng.standard_normal((6, 8))[::2, ::3],
+        "empty": np.zeros((0, 3), np.int64),
+        "flags": np.array([True, False]),
+        "half": rng.standard_normal((3, 4, 5)).astype(np.float16).transpose(2, 0, 1),
+        "big": np.arange(3 * 2**20, dtype=np.float32).reshape(3, -1),  # several write chunks
+        "listed": [1, 2, 3],
+    }
+
+
+def test_streamed_npz_matches_writestr_reference(tmp_path):
+    data = arrays()
+    expected = writestr_npz(data)
+    assert npz_bytes(data) == expected
+    with OutputSet() as out:
+        out.save_npz(tmp_path / "a.npz", data)
+    assert (tmp_path / "a.npz").read_bytes() == expected
+    loaded = load_npz(tmp_path / "a.npz")
+    assert list(loaded) == list(data)
+    for name, value in data.items():
+        np.testing.assert_array_equal(loaded[name], np.asarray(value))
+    assert loaded["fortran"].flags.f_contiguous
+
+
+def test_huge_header_uses_npy_format_2():
+    data = {"wide": np.zeros(1, dtype=[("x" * 70000, "<f4")])}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy warns when it falls back to format 2.0
+        assert npz_bytes(data) == writestr_npz(data)
+
+
+@pytest.mark.parametrize("size", [100, 206, 207, 300])  # 128-byte npy header: 207 -> zip64
+def test_zip64_headers_chosen_like_writestr(monkeypatch, size):
+    """zipfile switches to zip64 local headers above ZIP64_LIMIT / 1.05 of
+    the announced size: the streamed writer announces the exact npy size."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 1000)
+    data = {"a": np.arange(size, dtype=np.float32)}
+    expected = writestr_npz(data)
+    assert npz_bytes(data) == expected
+    assert (len(expected) - 4 * size > 300) == (size >= 207)  # zip64 extras present
+
+
+def test_failed_npz_leaves_no_file(tmp_path):
+    with pytest.raises(ValueError), OutputSet() as out:
+        out.save_npz(tmp_path / "ok.npz", {"a": np.zeros(3)})
+        out.save_npz(tmp_path / "bad.npz", {"a": np.zeros(3), "o": np.array([object()])})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_protected_input_is_refused(tmp_path):
+    given = tmp_path / "in.npz"
+    given.write_bytes(b"input")
+    with pytest.raises(TpucError, match="refusing to overwrite"), OutputSet((given,)) as out:
+        out.save_npz(given, {"a": np.zeros(3)})
+    assert given.read_bytes() == b"input"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz"]
