@@ -120,3 +120,19 @@ def test_table_lists_requested_rows():
 def test_bad_tolerance(text):
     with pytest.raises(TpucError, match="--tolerance"):
         Tolerance.parse(text)
+
+
+def test_close_rtol_agrees_with_allclose():
+    from tpuc.compare import CLOSE_ORDERS, close_rtol
+
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        b = rng.standard_normal(50) * 10.0 ** rng.integers(-9, 3)
+        a = b * (1 + rng.standard_normal(50) * 10.0 ** -rng.uniform(2, 8))
+        if trial % 7 == 0:
+            a[3], b[3] = np.nan, np.nan
+        expected = next(
+            (10.0**-o for o in CLOSE_ORDERS if np.allclose(a, b, 10.0**-o, 1e-8, equal_nan=True)),
+            None,
+        )
+        assert close_rtol(a, b) == expected
