@@ -114,6 +114,9 @@ def format_db(value: float) -> str:
     return "inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.2f} dB")
 
 
+IDENTICAL = Similarity(1.0, 1.0, math.inf)
+
+
 def _clean(x: np.ndarray) -> np.ndarray:
     """Flat float64 copy with NaN -> 0 and ±inf -> ±1e4 (TPU-MLIR's rule);
     the NaN/inf pass is skipped when everything is finite (the usual case)."""
@@ -124,37 +127,54 @@ def _clean(x: np.ndarray) -> np.ndarray:
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
-    return _cosine(_clean(a), _clean(b))
+    return similarity(a, b).cosine
 
 
 def euclidean_similarity(a: np.ndarray, b: np.ndarray) -> float:
-    return _euclid(_clean(a), _clean(b))
+    return similarity(a, b).euclid
 
 
 def sqnr_db(target: np.ndarray, ref: np.ndarray) -> float:
     """Signal (ref) to noise (ref − target) ratio of the mean-free energies."""
-    return _sqnr(_clean(target), _clean(ref))
+    return similarity(target, ref).sqnr
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    norm = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+def similarity(target: np.ndarray, ref: np.ndarray) -> Similarity:
+    """All three measures, each array cleaned once."""
+    t, r = _clean(target), _clean(ref)
+    return _measures(t, r, r - t)
+
+
+def _measures(t: np.ndarray, r: np.ndarray, noise: np.ndarray) -> Similarity:
+    """cosine, euclidean similarity and SQNR of clean flat float64 arrays
+    from four dot products and two sums (a few passes over the data, instead
+    of one temporary array per formula)."""
+    tt, rr, tr = float(np.dot(t, t)), float(np.dot(r, r)), float(np.dot(t, r))
+    nn = float(np.dot(noise, noise))
+    n = max(t.size, 1)
+    noise_energy = max(nn - float(noise.sum()) ** 2 / n, 0.0)
+    signal_energy = max(rr - float(r.sum()) ** 2 / n, 0.0)
+    return Similarity(
+        _cosine(tt, rr, tr), _euclid(tt, rr, tr, nn), _sqnr(signal_energy, noise_energy)
+    )
+
+
+def _cosine(tt: float, rr: float, tr: float) -> float:
+    norm = math.sqrt(tt) * math.sqrt(rr)
     if norm == 0.0:
-        return 1.0 if not a.any() and not b.any() else 0.0
-    return float(np.dot(a, b) / norm)
+        return 1.0 if tt == 0.0 and rr == 0.0 else 0.0
+    return tr / norm
 
 
-def _euclid(a: np.ndarray, b: np.ndarray) -> float:
-    distance = float(np.linalg.norm(a - b))
-    middle = float(np.linalg.norm((a + b) / 2))
+def _euclid(tt: float, rr: float, tr: float, nn: float) -> float:
+    """1 − ‖t − r‖ / ‖(t + r)/2‖ from the dot products."""
+    middle = math.sqrt(max(tt + 2.0 * tr + rr, 0.0)) / 2.0
     if middle == 0.0:
-        return 1.0 if distance == 0.0 else -math.inf
-    return 1.0 - distance / middle
+        return 1.0 if nn == 0.0 else -math.inf
+    return 1.0 - math.sqrt(nn) / middle
 
 
-def _sqnr(target: np.ndarray, signal: np.ndarray) -> float:
-    noise = signal - target
-    noise_energy = float(np.sum(np.square(noise - noise.mean())))
-    signal_energy = float(np.sum(np.square(signal - signal.mean())))
+def _sqnr(signal_energy: float, noise_energy: float) -> float:
     if noise_energy == 0.0:
         return math.inf
     if signal_energy == 0.0:
@@ -162,23 +182,22 @@ def _sqnr(target: np.ndarray, signal: np.ndarray) -> float:
     return 10.0 * math.log10(signal_energy / noise_energy)
 
 
-def similarity(target: np.ndarray, ref: np.ndarray) -> Similarity:
-    """All three measures, each array cleaned once."""
-    t, r = _clean(target), _clean(ref)
-    return Similarity(_cosine(t, r), _euclid(t, r), _sqnr(t, r))
-
-
 def close_rtol(a: np.ndarray, b: np.ndarray) -> float | None:
     """The tightest rtol of CLOSE_ORDERS at which `np.allclose(a, b, rtol,
-    atol=1e-8, equal_nan=True)` holds, or None. Finite data takes one pass
-    for |a − b| and one for |b| instead of an allclose per order."""
+    atol=1e-8, equal_nan=True)` holds, or None."""
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         for order in CLOSE_ORDERS:
             if np.allclose(a, b, rtol=10.0**-order, atol=1e-8, equal_nan=True):
                 return 10.0**-order
         return None
-    diff = np.abs(a - b)
-    scale = np.abs(b)
+    return _close_rtol_finite(np.asarray(b, np.float64) - a, np.asarray(b, np.float64))
+
+
+def _close_rtol_finite(noise: np.ndarray, ref: np.ndarray) -> float | None:
+    """`close_rtol` for finite data, given ref − target: one pass for the
+    difference's magnitude and one for the reference's."""
+    diff = np.abs(noise)
+    scale = np.abs(ref)
     bound = np.empty_like(scale)
     for order in CLOSE_ORDERS:
         rtol = 10.0**-order
@@ -198,13 +217,29 @@ def compare_tensors(
     if target.size != ref.size:
         nan = Similarity(math.nan, math.nan, math.nan)
         return TensorResult(**info, verdict=Verdict.NOT_MATCH, similarity=nan, ref_shape=ref.shape)
-    a = target.astype(np.float64).reshape(ref.shape)
-    b = ref.astype(np.float64)
+    a = np.asarray(target, np.float64).ravel()
+    b = np.asarray(ref, np.float64).ravel()
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return _judge_nonfinite(info, a, b, tolerance)
+    noise = b - a
+    if not noise.any():
+        return TensorResult(**info, verdict=Verdict.EQUAL, similarity=IDENTICAL)
+    measures = _measures(a, b, noise)
+    rtol = _close_rtol_finite(noise, b)
+    return _verdict(info, measures, rtol, tolerance)
+
+
+def _judge_nonfinite(info: dict, a: np.ndarray, b: np.ndarray, tol: Tolerance) -> TensorResult:
+    """NaN/inf data: exact equality and allclose on the raw values, the
+    measures on cleaned copies."""
     if np.array_equal(a, b, equal_nan=True):
-        same = Similarity(1.0, 1.0, math.inf)
-        return TensorResult(**info, verdict=Verdict.EQUAL, similarity=same)
-    measures = similarity(a, b)
-    rtol = close_rtol(a, b)
+        return TensorResult(**info, verdict=Verdict.EQUAL, similarity=IDENTICAL)
+    return _verdict(info, similarity(a, b), close_rtol(a, b), tol)
+
+
+def _verdict(
+    info: dict, measures: Similarity, rtol: float | None, tolerance: Tolerance
+) -> TensorResult:
     if rtol is not None:
         return TensorResult(**info, verdict=Verdict.CLOSE, similarity=measures, close_rtol=rtol)
     similar = measures.cosine > tolerance.cosine and measures.euclid > tolerance.euclid
