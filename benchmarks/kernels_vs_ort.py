@@ -4,6 +4,7 @@ folded) and the TOP Conv kernel on each of its convolution shapes (batch 1,
 
 Run from the repo root:
     python benchmarks/kernels_vs_ort.py [--threads 2] [--onnx resnet50.onnx] [--no-convs]
+        [--workers 2]
 Prints the whole-network line (and, with --onnx, the same for a real model
 converted by tpuc's frontend), then one line per conv configuration (weighted
 by how often ResNet-50 uses it) and the total ratio kernel/ORT. Both sides use
@@ -137,16 +138,26 @@ def bench(count, in_c, out_c, k, stride, hw, group, threads, repeat):
 
     from tpuc.dialects import top
     from tpuc.interp.kernels import KERNELS
+    from tpuc.interp.kernels.runtime import Runtime
 
     sess, w, b = ort_conv(in_c, out_c, k, stride, hw, group, threads)
     x = np.random.default_rng(1).standard_normal((1, in_c, hw, hw)).astype(np.float32)
     op = top_conv(k, stride, group)
     fn = KERNELS[top.ConvOp]
-    ours = fn(op, [x, w, b])
+    rt = Runtime()  # as in the interpreter: plans, scratch and outputs reused across calls
+
+    def ours_fn():
+        with rt.active():
+            fn(op, [x, w, b])
+            rt.arena.collect()
+
+    with rt.active():
+        ours = fn(op, [x, w, b])
     ref = sess.run(None, {"x": x})[0]
     err = float(np.abs(ours - ref).max() / (np.abs(ref).max() + 1e-12))
+    del ours
     time.sleep(0.05)  # let ORT's spinning worker threads go idle
-    t_top = best_time(lambda: fn(op, [x, w, b]), repeat)
+    t_top = best_time(ours_fn, repeat)
     time.sleep(0.05)  # and OpenBLAS's
     t_ort = best_time(lambda: sess.run(None, {"x": x}), repeat)
     name = f"{count}x conv {in_c:4d}->{out_c:4d} k{k} s{stride} {hw:3d}x{hw:<3d} g{group}"
@@ -279,7 +290,7 @@ class ResNet50:
         return ModuleOp([fn]), self.weights, model.SerializeToString()
 
 
-def bench_resnet50(threads: int, repeat: int) -> None:
+def bench_resnet50(threads: int, repeat: int, workers: int | None = None) -> None:
     import numpy as np
     import onnxruntime as ort
 
@@ -291,7 +302,7 @@ def bench_resnet50(threads: int, repeat: int) -> None:
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    interp = TopInterpreter(module)
+    interp = TopInterpreter(module, threads=workers)
     ours = interp.run(weights, {"input": x})["fc"]
     ref = sess.run(None, {"input": x})[0]
     cos = float(np.dot(ours.ravel(), ref.ravel()) / np.linalg.norm(ours) / np.linalg.norm(ref))
@@ -304,7 +315,7 @@ def bench_resnet50(threads: int, repeat: int) -> None:
     )
 
 
-def bench_onnx_file(path: str, threads: int, repeat: int) -> None:
+def bench_onnx_file(path: str, threads: int, repeat: int, workers: int | None = None) -> None:
     """Whole-model timing of a real ONNX file: converted by tpuc's frontend,
     optimized as model_transform does, run by the TOP interpreter vs ORT."""
     import numpy as np
@@ -325,7 +336,7 @@ def bench_onnx_file(path: str, threads: int, repeat: int) -> None:
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(1)
     feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
-    interp = TopInterpreter(module)
+    interp = TopInterpreter(module, threads=workers)
     top_inputs = {op.names[0]: feeds[op.names[0]] for op in interp.inputs}
     ours = next(iter(interp.run(weights, top_inputs).values()))
     ref = sess.run(None, feeds)[0]
@@ -346,12 +357,18 @@ def main() -> None:
     parser.add_argument("--extra", action="store_true", help="also depthwise/grouped shapes")
     parser.add_argument("--no-convs", action="store_true", help="only the whole-network run")
     parser.add_argument("--onnx", help="also time this ONNX model end to end (needs the frontend)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="run the interpreter's kernels on this many of its own threads (BLAS pinned to "
+        "one) instead of letting BLAS thread each GEMM",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
-    bench_resnet50(args.threads, args.repeat)
+    bench_resnet50(args.threads, args.repeat, args.workers)
     if args.onnx:
-        bench_onnx_file(args.onnx, args.threads, args.repeat)
+        bench_onnx_file(args.onnx, args.threads, args.repeat, args.workers)
     if args.no_convs:
         return
     total_ort = total_top = 0.0

@@ -2,11 +2,14 @@
 
 A plain walk over the function body with a dict from SSA value to array;
 each intermediate is dropped right after its last use (unless every tensor
-is wanted), so peak memory stays near the widest point of the network.
+is wanted), so peak memory stays near the widest point of the network. Its
+memory goes back to the runtime's arena, which hands it to later kernels
+(and lets elementwise kernels overwrite an operand read for the last time).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +22,7 @@ from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
+from tpuc.interp.kernels.runtime import Runtime
 
 
 def main_function(module: ModuleOp) -> func.FuncOp:
@@ -38,26 +42,90 @@ def tensor_names(op: Operation) -> list[str]:
     return [f"{op.name}_{i}" for i in range(len(op.results))]
 
 
+class Step:
+    """One op with what the interpreter needs to know about it, resolved once:
+    result names and declared shapes, and which values stop being needed."""
+
+    __slots__ = ("op", "operands", "results", "names", "shapes", "dying", "unused", "leaf")
+
+    def __init__(self, op: Operation, index: int, last_use: dict[SSAValue, int]):
+        self.op = op
+        self.operands = list(op.operands)
+        self.results = list(op.results)
+        self.names = tensor_names(op)
+        self.shapes = [shape_of(v) for v in self.results]
+        self.leaf = isinstance(op, top.InputOp | top.WeightOp | top.NoneOp)
+        # operands read for the last time here, and results nobody reads
+        self.dying = list(dict.fromkeys(v for v in self.operands if last_use[v] == index))
+        self.unused = [v for v in self.results if last_use.get(v, -1) <= index]
+
+    def donors(self) -> list[SSAValue]:
+        """Dying operands a kernel produced (others are caller-owned arrays)."""
+        return [v for v in self.dying if isinstance(v.owner, Operation) and not _leaf(v.owner)]
+
+
+def _leaf(op: Operation) -> bool:
+    return isinstance(op, top.InputOp | top.WeightOp | top.NoneOp)
+
+
+Placement = tuple[int, tuple[slice, ...]]  # the Concat's step, the part of its result
+
+
+def concat_placements(steps: list[Step], returned: list[SSAValue]) -> dict[int, Placement]:
+    """Results that kernels can write straight into the result of the Concat
+    that is their only reader (by step index), making that Concat a no-op:
+    those whose place there is contiguous (all dims before the axis are 1)."""
+    index = {step.op: i for i, step in enumerate(steps)}
+    places: dict[int, Placement] = {}
+    for i, step in enumerate(steps):
+        shape = step.shapes[0]
+        if not isinstance(step.op, top.ConcatOp) or shape is None:
+            continue
+        axis = step.op.value("axis") % len(shape)
+        if any(d != 1 for d in shape[:axis]):
+            continue
+        start = 0
+        for value in step.operands:
+            size = (shape_of(value) or (None,) * len(shape))[axis]
+            if size is None:
+                break
+            owner = value.owner
+            if (
+                isinstance(owner, Operation)
+                and not _leaf(owner)
+                and len(owner.results) == 1
+                and value.has_one_use()
+                and value not in returned
+            ):
+                places[index[owner]] = (i, (slice(None),) * axis + (slice(start, start + size),))
+            start += size
+    return places
+
+
 class TopInterpreter:
     """A TOP module prepared for repeated runs (e.g. over a calibration set):
-    the op order, kernels and last uses are resolved once."""
+    the op order, kernels and last uses are resolved once; the runtime keeps
+    scratch and recycled memory from one run to the next.
 
-    def __init__(self, module: ModuleOp):
+    `threads`: None picks, run by run, whether BLAS or the kernels' own
+    threads use the cores (whichever has been faster: see `runtime`); 0
+    always lets BLAS thread; N >= 1 uses N kernel threads, BLAS pinned to one.
+    Results are the same either way."""
+
+    def __init__(self, module: ModuleOp, threads: int | None = None):
+        self.runtime = Runtime(threads)
         body = main_function(module).body.block
         self.ops: list[Operation] = [op for op in body.ops if not isinstance(op, func.ReturnOp)]
         ret = body.last_op
         self.returned: list[SSAValue] = list(ret.operands) if isinstance(ret, func.ReturnOp) else []
         self.last_use = self._last_uses()
+        self.steps = [Step(op, i, self.last_use) for i, op in enumerate(self.ops)]
+        self.donors = [step.donors() for step in self.steps]
+        self.placements = concat_placements(self.steps, self.returned)
         self.inputs = [op for op in self.ops if isinstance(op, top.InputOp)]
-        missing = sorted(
-            {op.name for op in self.ops if not self._is_leaf(op) and type(op) not in KERNELS}
-        )
+        missing = sorted({op.name for op in self.ops if not _leaf(op) and type(op) not in KERNELS})
         if missing:
             raise TpucError(f"the TOP interpreter has no kernel for: {', '.join(missing)}")
-
-    @staticmethod
-    def _is_leaf(op: Operation) -> bool:
-        return isinstance(op, top.InputOp | top.WeightOp | top.NoneOp)
 
     def _last_uses(self) -> dict[SSAValue, int]:
         """Index of the last op reading each value (returned values: never freed)."""
@@ -78,26 +146,54 @@ class TopInterpreter:
         progress: bool = False,
     ) -> dict[str, np.ndarray]:
         """Outputs by tensor name (every tensor, inputs included, with dump_all)."""
-        with np.errstate(all="ignore"):  # inf/nan propagate silently, as in onnxruntime
-            return self._run(weights, inputs, dump_all, progress)
+        # inf/nan propagate silently, as in onnxruntime
+        with np.errstate(all="ignore"), self.runtime.active():
+            try:
+                return self._run(weights, inputs, dump_all, progress)
+            finally:
+                self.runtime.arena.finish()
 
     def _run(self, weights, inputs, dump_all: bool, progress: bool) -> dict[str, np.ndarray]:
         env: dict[SSAValue, Any] = {}
         dumped: dict[str, np.ndarray] = {}
-        for i, op in enumerate(_progress(self.ops, progress)):
-            results = self._execute(op, env, weights, inputs)
-            for value, name, array in zip(op.results, tensor_names(op), results, strict=True):
-                env[value] = array
-                if dump_all and not isinstance(op, top.WeightOp | top.NoneOp):
-                    dumped[name] = array
-                if not dump_all and self.last_use.get(value, -1) <= i:
-                    del env[value]
+        arena = self.runtime.arena
+        concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
+        for i, step in enumerate(_progress(self.steps, progress)):
             if not dump_all:
-                for value in set(op.operands):
-                    if self.last_use[value] == i:
-                        env.pop(value, None)
+                arena.place(self._place(i, step, concats))
+                arena.pick_donors(env, self.donors[i])
+            results = self._execute(step, env, weights, inputs)
+            arena.place(None)
+            arena.pick_donors(env, ())
+            env.update(zip(step.results, results, strict=True))
+            if dump_all:
+                if not isinstance(step.op, top.WeightOp | top.NoneOp):
+                    dumped.update(zip(step.names, results, strict=True))
+                continue
+            if step.unused or step.dying:
+                for value in step.unused:
+                    del env[value]
+                for value in step.dying:
+                    env.pop(value, None)
+                results = None  # drop our references before collecting
+                arena.collect()
         outputs = {name: env[v] for v, name in self._returned_names()}
         return {**dumped, **outputs} if dump_all else outputs
+
+    def _place(self, i: int, step: Step, concats: dict[int, np.ndarray]) -> np.ndarray | None:
+        """Where step i's kernel should write its result: its part of a
+        Concat's result (allocated by the first part), or for that Concat the
+        buffer its parts are already in."""
+        if i in concats:
+            return concats.pop(i)
+        placement = self.placements.get(i)
+        if placement is None:
+            return None
+        concat, part = placement
+        whole = concats.get(concat)
+        if whole is None:
+            whole = concats[concat] = self.runtime.arena.empty(self.steps[concat].shapes[0])
+        return whole[part]
 
     def _returned_names(self) -> Iterable[tuple[SSAValue, str]]:
         for value in self.returned:
@@ -106,51 +202,50 @@ class TopInterpreter:
                 raise TpucError("func @main returns a block argument, not a TOP tensor")
             yield value, tensor_names(owner)[value.index]
 
-    def _execute(self, op: Operation, env, weights, inputs) -> list[np.ndarray | None]:
-        if isinstance(op, top.NoneOp):
-            return [None]
-        if isinstance(op, top.WeightOp):
-            return [self._weight(op, weights)]
-        if isinstance(op, top.InputOp):
-            return [self._input(op, inputs)]
-        args = [env[v] for v in op.operands]
-        name = tensor_names(op)[0]
+    def _execute(self, step: Step, env, weights, inputs) -> list[np.ndarray | None]:
+        op = step.op
+        if step.leaf:
+            if isinstance(op, top.NoneOp):
+                return [None]
+            if isinstance(op, top.WeightOp):
+                return [self._weight(op, step.shapes[0], weights)]
+            return [self._input(op, step.shapes[0], inputs)]
+        args = [env[v] for v in step.operands]
         try:
             result = KERNELS[type(op)](op, args)
         except TpucError:
             raise
         except Exception as exc:  # a numpy error inside a kernel: name the op
-            raise TpucError(f"{op.name} '{name}' failed: {exc}") from exc
+            raise TpucError(f"{op.name} '{step.names[0]}' failed: {exc}") from exc
         results = list(result) if isinstance(result, tuple) else [result]
-        if len(results) != len(op.results):
+        if len(results) != len(step.results):
             raise TpucError(
-                f"{op.name} '{name}': kernel gave {len(results)} results, op has {len(op.results)}"
+                f"{op.name} '{step.names[0]}': kernel gave {len(results)} results, "
+                f"op has {len(step.results)}"
             )
-        return [
-            self._checked(op, v, np.asarray(r, dtype=np.float32))
-            for v, r in zip(op.results, results, strict=True)
-        ]
+        return [self._checked(step, i, r) for i, r in enumerate(results)]
 
     @staticmethod
-    def _checked(op: Operation, value: SSAValue, array: np.ndarray) -> np.ndarray:
-        expected = shape_of(value)
-        if expected is not None and tuple(array.shape) != expected:
-            name = tensor_names(op)[value.index]
+    def _checked(step: Step, index: int, result: Any) -> np.ndarray:
+        array = result if type(result) is np.ndarray and result.dtype == np.float32 else None
+        if array is None:
+            array = np.asarray(result, dtype=np.float32)
+        expected = step.shapes[index]
+        if expected is not None and array.shape != expected:
             raise TpucError(
-                f"{op.name} '{name}': computed shape {list(array.shape)} "
+                f"{step.op.name} '{step.names[index]}': computed shape {list(array.shape)} "
                 f"but the IR declares {list(expected)}"
             )
         return array
 
     @staticmethod
-    def _weight(op: top.WeightOp, weights: Mapping[str, np.ndarray]) -> np.ndarray:
+    def _weight(op: top.WeightOp, expected, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         name = op.names[0]
         if name not in weights:
             raise TpucError(f"weight '{name}' is missing from the weight file")
         array = np.asarray(weights[name], dtype=np.float32)
-        expected = shape_of(op.output)
         if expected is not None and array.shape != expected:
-            if array.size != int(np.prod(expected)):
+            if array.size != math.prod(expected):
                 raise TpucError(
                     f"weight '{name}' has shape {list(array.shape)}, the IR declares "
                     f"{list(expected)}"
@@ -159,9 +254,8 @@ class TopInterpreter:
         return array
 
     @staticmethod
-    def _input(op: top.InputOp, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def _input(op: top.InputOp, expected, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
         name = op.names[0]
-        expected = shape_of(op.output)
         shown = list(expected) if expected is not None else "any"
         if name not in inputs:
             raise TpucError(f"input '{name}' (shape {shown}) is missing from the inputs")
@@ -173,12 +267,12 @@ class TopInterpreter:
         return array
 
 
-def _progress(ops: list[Operation], enabled: bool) -> Iterable[Operation]:
+def _progress(steps: list[Step], enabled: bool) -> Iterable[Step]:
     if not enabled:
-        return ops
+        return steps
     from tqdm import tqdm
 
-    return tqdm(ops, desc="top interpreter", unit="op")
+    return tqdm(steps, desc="top interpreter", unit="op")
 
 
 def run_top(

@@ -12,6 +12,7 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.interp.kernels.registry import Array, f32, kernel, relu
+from tpuc.interp.kernels.runtime import current
 
 _ERF_SERIES_TERMS = 12
 _SQRT_PI = np.sqrt(np.pi)
@@ -163,7 +164,7 @@ UNARY: dict[type, Callable[[Array], Array]] = {
 }
 
 WITH_ATTRS: dict[type, Callable[..., Array]] = {
-    top.ReluOp: lambda op, x: relu(np.array(x, dtype=np.float32), op.value("relu_limit")),
+    top.ReluOp: lambda op, x: relu(x, op.value("relu_limit"), current().output(x.shape, [x])),
     top.LeakyReluOp: lambda op, x: np.where(x >= 0, x, x * np.float32(op.value("alpha"))),
     top.SigmoidOp: scaled_sigmoid,
     top.GELUOp: gelu,

@@ -1,9 +1,10 @@
 """Convolution, transposed convolution and matmul through BLAS.
 
-Convolutions become one matmul: 1x1 kernels use the input as [C, H*W]
-directly (no im2col); other kernels build the im2col matrix as one strided
-view of the padded input and one contiguous copy. Depthwise convolutions
-accumulate over kernel taps instead, which beats a matmul per group.
+Convolutions become GEMMs cut into blocks for the runtime's threads (see
+`gemm_conv`): 1x1 kernels use the input as [C, H*W] directly (no im2col);
+other kernels copy im2col columns from one strided view of the padded input.
+Depthwise convolutions accumulate over kernel taps instead, which beats a
+matmul per group.
 """
 
 from __future__ import annotations
@@ -14,20 +15,40 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.registry import Array, f32, fused_relu, ints, kernel
+from tpuc.interp.kernels.gemm_conv import GemmConvPlan
+from tpuc.interp.kernels.registry import Array, f32, fused_relu, ints, kernel, relu
+from tpuc.interp.kernels.runtime import Runtime, current
 
 
-def pad_spatial(x: Array, begins: list[int], ends: list[int], value: float = 0.0) -> Array:
+def padded_shape(x: Array, begins: list[int], ends: list[int]) -> tuple[int, ...]:
+    return padded_shape_of(x.shape, begins, ends)
+
+
+def padded_shape_of(shape: tuple[int, ...], begins: list[int], ends: list[int]) -> tuple[int, ...]:
+    first = len(shape) - len(begins)
+    dims = shape[first:]
+    return shape[:first] + tuple(d + b + e for d, b, e in zip(dims, begins, ends, strict=True))
+
+
+def pad_spatial(
+    x: Array,
+    begins: list[int],
+    ends: list[int],
+    value: float = 0.0,
+    out: Array | None = None,
+    border: bool = True,
+) -> Array:
     """x padded on its trailing spatial dims (faster than np.pad: the
-    interior is copied once and only the border is filled)."""
+    interior is copied once and only the border is filled), into `out` if
+    given (of `padded_shape`); border=False: `out` already has it."""
     if not any(begins) and not any(ends):
         return x
-    spatial = len(begins)
-    first = x.ndim - spatial
+    first = x.ndim - len(begins)
     dims = x.shape[first:]
-    shape = x.shape[:first] + tuple(d + b + e for d, b, e in zip(dims, begins, ends, strict=True))
-    out = np.empty(shape, dtype=x.dtype)
-    for i, (b, e) in enumerate(zip(begins, ends, strict=True)):
+    shape = padded_shape(x, begins, ends)
+    if out is None:
+        out = np.empty(shape, dtype=x.dtype)
+    for i, (b, e) in enumerate(zip(begins, ends, strict=True) if border else ()):
         lead = (slice(None),) * (first + i)
         out[(*lead, slice(0, b))] = value
         out[(*lead, slice(shape[first + i] - e, None))] = value
@@ -67,69 +88,110 @@ def windows(xp: Array, g: ConvGeometry, out: tuple[int, ...]) -> Array:
     return as_strided(xp, shape=shape, strides=strides, writeable=False)
 
 
-def conv_nd(x: Array, w: Array, g: ConvGeometry) -> Array:
-    """Cross-correlation of x [N, C, *S] with w [OC, C/group, *K] -> [N, OC, *O]."""
-    n_batch, channels = x.shape[:2]
-    oc, cg = w.shape[:2]
-    out = tuple(
-        out_size(x.shape[2 + i], k, g.strides[i], g.dilations[i], g.begins[i], g.ends[i])
-        for i, k in enumerate(g.kernel)
+class ConvPlan:
+    """Everything about one conv call that only depends on the op and the
+    shapes, kept by the runtime across runs (see `gemm_conv`)."""
+
+    def __init__(self, op, x_shape: tuple[int, ...], w_shape: tuple[int, ...], rt: Runtime):
+        g = ConvGeometry(op, tuple(w_shape[2:]))
+        self.g = g
+        self.out = tuple(
+            out_size(x_shape[2 + i], k, g.strides[i], g.dilations[i], g.begins[i], g.ends[i])
+            for i, k in enumerate(g.kernel)
+        )
+        self.relu_limit = relu_limit_of(op)
+        self.depthwise = g.group == x_shape[1] and w_shape[1] == 1 and g.group > 1
+        padded = any(g.begins) or any(g.ends)
+        self.src_shape = padded_shape_of(x_shape, g.begins, g.ends) if padded else None
+        pointwise = all(k == 1 for k in g.kernel) and all(s == 1 for s in g.strides)
+        view = None  # a 1x1 stride-1 unpadded conv reads its input as im2col matrix
+        if not pointwise or padded:
+            view = window_strides(self.src_shape or x_shape, g, self.out)
+        self.gemm = None
+        if not self.depthwise:
+            self.gemm = GemmConvPlan(x_shape, w_shape, self.out, view, self.relu_limit, rt)
+
+    def run(self, x: Array, w: Array, bias: Array | None, rt: Runtime) -> Array:
+        if self.depthwise:
+            y = depthwise(x, w, self.g, self.out, rt)
+            if bias is not None:
+                y += bias.reshape((-1,) + (1,) * len(self.out))
+            return y if self.relu_limit is None else relu(y, self.relu_limit)
+        if self.src_shape is None:
+            return self.gemm.run(np.ascontiguousarray(x), w, bias, rt)
+        g = self.g
+        buf, clean = rt.bordered(("conv", *g.begins, *g.ends), self.src_shape, 0.0)
+        return self.gemm.run(
+            pad_spatial(x, g.begins, g.ends, out=buf, border=not clean), w, bias, rt
+        )
+
+
+def window_strides(
+    src_shape: tuple[int, ...], g: ConvGeometry, out: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and element strides of the view [N, C, *kernel, *out] of a
+    contiguous (padded) input of `src_shape` (what `windows` builds)."""
+    strides = [1] * len(src_shape)
+    for i in range(len(src_shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * src_shape[i + 1]
+    sp = strides[2:]
+    shape = tuple(src_shape[:2]) + tuple(g.kernel) + tuple(out)
+    view = (
+        tuple(strides[:2])
+        + tuple(s * d for s, d in zip(sp, g.dilations, strict=True))
+        + tuple(s * st for s, st in zip(sp, g.strides, strict=True))
     )
-    length = math.prod(out)
-    if g.group == channels and cg == 1 and g.group > 1:
-        return depthwise(x, w, g, out)
-    if all(k == 1 for k in g.kernel) and not any(g.begins) and not any(g.ends):
-        sub = x[(Ellipsis, *(slice(None, None, s) for s in g.strides))]
-        sub = sub[(Ellipsis, *(slice(0, o) for o in out))]
-        if not sub.flags.c_contiguous:
-            sub = np.ascontiguousarray(sub)
-        col = sub.reshape(n_batch, g.group, cg, length)
-    else:
-        xp = pad_spatial(x, g.begins, g.ends)
-        col = np.ascontiguousarray(windows(xp, g, out))
-        col = col.reshape(n_batch, g.group, cg * math.prod(g.kernel), length)
-    wm = w.reshape(g.group, oc // g.group, -1)
-    y = np.matmul(wm[0], col[:, 0]) if g.group == 1 else np.matmul(wm, col)
-    return y.reshape((n_batch, oc) + out)
+    return shape, view
 
 
-def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...]) -> Array:
+def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...], rt: Runtime) -> Array:
     """Depthwise conv (one input channel per group): a multiply-add per
     kernel tap, vectorised over batch, channels and output pixels."""
     n_batch, channels = x.shape[:2]
     mult = w.shape[0] // channels
     wk = w.reshape(channels, mult, math.prod(g.kernel))
     if len(out) == 2 and g.strides == [1, 1]:
-        return depthwise_rows(x, wk, g, out)
-    view = windows(pad_spatial(x, g.begins, g.ends), g, out)  # [N, C, *K, *O]
-    acc = np.zeros((n_batch, channels, mult) + out, dtype=np.float32)
-    tmp = np.empty_like(acc)
+        return depthwise_rows(x, wk, g, out, rt)
+    xp = x
+    if any(g.begins) or any(g.ends):
+        buf, clean = rt.bordered(("dw", *g.begins, *g.ends), padded_shape(x, g.begins, g.ends), 0.0)
+        xp = pad_spatial(x, g.begins, g.ends, out=buf, border=not clean)
+    view = windows(xp, g, out)  # [N, C, *K, *O]
+    y = rt.empty((n_batch, channels * mult) + out)
+    acc = y.reshape((n_batch, channels, mult) + out)
+    tmp = rt.scratch("dw_tap", acc.shape)
     extra = (None,) * len(out)
     for i, tap in enumerate(np.ndindex(*g.kernel)):
         win = view[(slice(None), slice(None), *tap)][:, :, None]
-        np.multiply(win, wk[(slice(None), slice(None), i, *extra)], out=tmp)
-        acc += tmp
-    return acc.reshape((n_batch, channels * mult) + out)
+        np.multiply(win, wk[(slice(None), slice(None), i, *extra)], out=tmp if i else acc)
+        if i:
+            acc += tmp
+    return y
 
 
-def depthwise_rows(x: Array, wk: Array, g: ConvGeometry, out: tuple[int, ...]) -> Array:
+def depthwise_rows(
+    x: Array, wk: Array, g: ConvGeometry, out: tuple[int, ...], rt: Runtime
+) -> Array:
     """Stride-1 2-D depthwise conv on the padded input flattened to rows of
     width Wp: every tap is then one contiguous slice; the Wp - OW wrapped
     columns of each output row are computed and dropped."""
     n_batch, channels, mult = x.shape[0], x.shape[1], wk.shape[1]
     ends = [g.ends[0] + 1, g.ends[1]]  # one spare row absorbs the last taps' overrun
-    xp = pad_spatial(x, g.begins, ends)
+    buf, clean = rt.bordered(("dw_rows", *g.begins, *ends), padded_shape(x, g.begins, ends), 0.0)
+    xp = pad_spatial(x, g.begins, ends, out=buf, border=not clean)
     row = xp.shape[3]
     flat = xp.reshape(n_batch, channels, 1, -1)
     length = out[0] * row
-    acc = np.zeros((n_batch, channels, mult, length), dtype=np.float32)
-    tmp = np.empty_like(acc)
+    acc = rt.scratch("dw_acc", (n_batch, channels, mult, length))
+    tmp = rt.scratch("dw_tap", acc.shape)
     for i, (kh, kw) in enumerate(np.ndindex(*g.kernel)):
         start = kh * g.dilations[0] * row + kw * g.dilations[1]
-        np.multiply(flat[..., start : start + length], wk[:, :, i, None], out=tmp)
-        acc += tmp
-    acc = acc.reshape(n_batch, channels * mult, out[0], row)[..., : out[1]]
-    return np.ascontiguousarray(acc)
+        np.multiply(flat[..., start : start + length], wk[:, :, i, None], out=tmp if i else acc)
+        if i:
+            acc += tmp
+    y = rt.empty((n_batch, channels * mult) + out)
+    np.copyto(y, acc.reshape(n_batch, channels * mult, out[0], row)[..., : out[1]])
+    return y
 
 
 def epilogue(op, y: Array, b: Array | None) -> Array:
@@ -139,12 +201,20 @@ def epilogue(op, y: Array, b: Array | None) -> Array:
     return fused_relu(op, y)
 
 
+def relu_limit_of(op) -> float | None:
+    """The fused ReLU as the conv plans take it: None, or its limit (< 0: none)."""
+    if not op.value("do_relu"):
+        return None
+    limit = op.value("relu_limit")
+    return -1.0 if limit is None else float(limit)
+
+
 @kernel(top.ConvOp)
 def conv(op, args: list[Array | None]) -> Array:
-    x, w, b = args
-    g = ConvGeometry(op, tuple(w.shape[2:]))
-    y = conv_nd(f32(x), f32(w), g)
-    return epilogue(op, np.ascontiguousarray(y, dtype=np.float32), None if b is None else f32(b))
+    x, w, b = f32(args[0]), f32(args[1]), args[2]
+    rt = current()
+    plan = rt.memo((op, x.shape, w.shape), lambda: ConvPlan(op, x.shape, w.shape, rt))
+    return plan.run(x, w, None if b is None else f32(b), rt)
 
 
 @kernel(top.DeconvOp)

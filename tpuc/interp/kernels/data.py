@@ -8,12 +8,34 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.interp.kernels.registry import Array, as_index, axis_of, f32, fused_relu, ints, kernel
+from tpuc.interp.kernels.runtime import current
 
 
 @kernel(top.ConcatOp)
 def concat(op, args: list[Array]) -> Array:
-    y = np.concatenate([f32(a) for a in args], axis=axis_of(op.value("axis"), args[0].ndim))
-    return fused_relu(op, y)
+    """Parts that the interpreter had their kernels write into this result
+    already (see `concat_placements`) are not copied again."""
+    parts = [f32(a) for a in args]
+    axis = axis_of(op.value("axis"), parts[0].ndim)
+    shape = list(parts[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in parts)
+    out = current().empty(tuple(shape))
+    start = 0
+    for part in parts:
+        dst = out[(slice(None),) * axis + (slice(start, start + part.shape[axis]),)]
+        if not same_memory(dst, part):
+            np.copyto(dst, part)
+        start += part.shape[axis]
+    return fused_relu(op, out)
+
+
+def same_memory(a: Array, b: Array) -> bool:
+    """Whether a and b are the very same elements (not just overlapping)."""
+    return (
+        a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
 
 
 @kernel(top.SplitOp)

@@ -9,6 +9,7 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.interp.kernels.registry import Array, f32, fused_relu, kernel
+from tpuc.interp.kernels.runtime import current
 
 COMPARE: dict[str, Callable[[Array, Array], Array]] = {
     "Equal": np.equal,
@@ -24,18 +25,31 @@ COMPARE: dict[str, Callable[[Array, Array], Array]] = {
 
 
 def fold(ufunc: np.ufunc, inputs: list[Array], op) -> Array:
-    """ufunc applied left to right over the inputs into a fresh array, then
-    the op's fused ReLU."""
+    """ufunc applied left to right over the inputs, then the op's fused ReLU.
+    The first two operands are read only in the first step, so either may
+    receive the result in place (when the interpreter says it is dead)."""
     first, *rest = inputs
     if not rest:
         return fused_relu(op, np.array(first, dtype=np.float32))
-    acc = ufunc(first, rest[0])
+    shape = np.broadcast_shapes(*(np.shape(x) for x in inputs))
+    acc = current().output(shape, inputs, safe=(0, 1))
+    ufunc(first, rest[0], out=acc)
     for x in rest[1:]:
-        if np.broadcast_shapes(acc.shape, x.shape) == acc.shape:
-            ufunc(acc, x, out=acc)
-        else:
-            acc = ufunc(acc, x)
-    return fused_relu(op, f32(acc))
+        ufunc(acc, x, out=acc)
+    return fused_relu(op, acc)
+
+
+def binary(ufunc: np.ufunc, args: list[Array]) -> Array:
+    """ufunc(a, b) into a buffer of the broadcast shape (a or b in place)."""
+    out = current().output(np.broadcast_shapes(np.shape(args[0]), np.shape(args[1])), args, (0, 1))
+    return ufunc(args[0], args[1], out=out)
+
+
+def with_const(ufunc: np.ufunc, x: Array, c: float, reverse: bool = False) -> Array:
+    """ufunc(x, c) (or ufunc(c, x)) into x's buffer when x is dead."""
+    out = current().output(np.shape(x), [x], (0,))
+    c = np.float32(c)
+    return ufunc(c, x, out=out) if reverse else ufunc(x, c, out=out)
 
 
 @kernel(top.AddOp)
@@ -63,13 +77,13 @@ def minimum(op, args: list[Array]) -> Array:
 
 @kernel(top.SubOp)
 def sub(op, args: list[Array]) -> Array:
-    return fused_relu(op, f32(np.subtract(args[0], args[1])))
+    return fused_relu(op, binary(np.subtract, args))
 
 
 @kernel(top.DivOp)
 def div(op, args: list[Array]) -> Array:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return f32(np.divide(args[0], args[1]))
+        return binary(np.divide, args)
 
 
 @kernel(top.PowTensorOp)
@@ -100,18 +114,17 @@ def compare_const(op, args: list[Array]) -> Array:
 
 @kernel(top.AddConstOp)
 def add_const(op, args: list[Array]) -> Array:
-    return fused_relu(op, f32(args[0] + np.float32(op.value("const_val"))))
+    return fused_relu(op, with_const(np.add, args[0], op.value("const_val")))
 
 
 @kernel(top.SubConstOp)
 def sub_const(op, args: list[Array]) -> Array:
-    c = np.float32(op.value("const_val"))
-    return f32(c - args[0] if op.value("is_reverse") else args[0] - c)
+    return with_const(np.subtract, args[0], op.value("const_val"), bool(op.value("is_reverse")))
 
 
 @kernel(top.MulConstOp)
 def mul_const(op, args: list[Array]) -> Array:
-    return fused_relu(op, f32(args[0] * np.float32(op.value("const_val"))))
+    return fused_relu(op, with_const(np.multiply, args[0], op.value("const_val")))
 
 
 @kernel(top.WhereOp)
@@ -124,7 +137,7 @@ def where(op, args: list[Array]) -> Array:
 def scale(op, args: list[Array | None]) -> Array:
     x, s, b = args
     shape = (-1,) + (1,) * (x.ndim - 2)
-    y = x * f32(s).reshape(shape)
+    y = np.multiply(x, f32(s).reshape(shape), out=current().output(x.shape, args, (0,)))
     if b is not None:
         y += f32(b).reshape(shape)
-    return fused_relu(op, f32(y))
+    return fused_relu(op, y)

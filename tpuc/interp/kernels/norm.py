@@ -10,6 +10,7 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.interp.kernels.registry import Array, axis_of, f32, fused_relu, kernel
+from tpuc.interp.kernels.runtime import current
 
 
 def channel_shape(x: Array) -> tuple[int, ...]:
@@ -37,9 +38,9 @@ def batch_norm(op, args: list[Array | None]) -> Array:
     shift = -mean * inv
     if beta is not None:
         shift = shift + beta
-    y = x * f32(inv).reshape(shape)
+    y = np.multiply(x, f32(inv).reshape(shape), out=current().output(x.shape, args, (0,)))
     y += f32(shift).reshape(shape)
-    return fused_relu(op, f32(y))
+    return fused_relu(op, y)
 
 
 def affine(

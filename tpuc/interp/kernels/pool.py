@@ -1,14 +1,17 @@
 """Max and average pooling (ONNX semantics, including ceil_mode and
-count_include_pad): one vectorised max/add per kernel tap over strided
-views of the padded input."""
+count_include_pad): separable, one vectorised max/add per kernel tap and
+axis over strided views of the padded input."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.conv import pad_spatial
+from tpuc.interp.kernels.conv import pad_spatial, padded_shape
 from tpuc.interp.kernels.registry import Array, fused_relu, ints, kernel
+from tpuc.interp.kernels.runtime import current
 
 
 class PoolGeometry:
@@ -23,6 +26,7 @@ class PoolGeometry:
         self.sizes = x.shape[x.ndim - n :]
         ceil = bool(op.value("ceil_mode"))
         self.out = [self.out_size(i, ceil) for i in range(n)]
+        self._counts: dict[bool, Array] = {}
         # padding actually read at the end (ceil_mode may need more than `ends`)
         self.read_ends = [
             max(0, (o - 1) * s + k - size - b)
@@ -40,6 +44,12 @@ class PoolGeometry:
 
     def counts(self, include_pad: bool) -> Array:
         """Number of elements averaged at each output position."""
+        cached = self._counts.get(include_pad)
+        if cached is None:
+            cached = self._counts[include_pad] = self._count(include_pad)
+        return cached
+
+    def _count(self, include_pad: bool) -> Array:
         per_axis = []
         for i in range(len(self.kernel)):
             lo_bound = -self.begins[i] if include_pad else 0
@@ -61,63 +71,78 @@ class PoolGeometry:
         )
 
 
-def window_reduce(xp: Array, g: PoolGeometry, ufunc: np.ufunc) -> Array:
-    """ufunc-reduce every pooling window of the padded input xp, separably:
-    the last axis first (as long contiguous runs), then each outer axis."""
+def window_reduce(xp: Array, g: PoolGeometry, ufunc: np.ufunc, out: Array) -> Array:
+    """ufunc-reduce every pooling window of the padded input xp into `out`,
+    separably, one spatial axis after the other (first to last).
+
+    Along an axis, the window at every position is reduced over the *flat*
+    array: tap t is the contiguous slice shifted by t rows of that axis, so
+    each ufunc call is one long contiguous loop (numpy is several times
+    slower over many short strided rows). Windows that would wrap into the
+    next row are computed and dropped: the strided pick of the windows that
+    exist (every stride-th start) is a cheap copy into the next buffer."""
     n = len(g.kernel)
-    acc = reduce_last_axis(xp, g.kernel[-1], g.strides[-1], g.out[-1], ufunc)
-    for i in range(n - 2, -1, -1):
-        axis = acc.ndim - n + i
+    rt = current()
+    src = np.ascontiguousarray(xp)
+    for i in range(n):
+        axis = xp.ndim - n + i
         k, s, o = g.kernel[i], g.strides[i], g.out[i]
-        lead = (slice(None),) * axis
-        taps = (acc[(*lead, slice(t, t + (o - 1) * s + 1, s))] for t in range(k))
-        result = np.array(next(taps))
-        for view in taps:
-            ufunc(result, view, out=result)
-        acc = result
-    return acc
+        step = math.prod(src.shape[axis + 1 :])
+        flat = src.reshape(-1)
+        span = flat.size - (k - 1) * step
+        red = rt.scratch("pool_taps", src.shape)
+        acc = red.reshape(-1)[:span]
+        ufunc(flat[:span], flat[step : step + span], out=acc) if k > 1 else np.copyto(
+            acc, flat[:span]
+        )
+        for t in range(2, k):
+            ufunc(acc, flat[t * step : t * step + span], out=acc)
+        starts = (slice(None),) * axis + (slice(0, (o - 1) * s + 1, s),)
+        shape = src.shape[:axis] + (o,) + src.shape[axis + 1 :]
+        src = out if i == n - 1 else rt.scratch(f"pool_axis{i % 2}", shape)
+        np.copyto(src, red[starts])
+    return out
 
 
-def reduce_last_axis(xp: Array, k: int, s: int, o: int, ufunc: np.ufunc) -> Array:
-    """Windows of k (stride s) along the last axis, [..., W] -> [..., o].
+def padded_input(x: Array, g: PoolGeometry, value: float) -> Array:
+    """x with the padding the windows read, in a scratch buffer."""
+    if not any(g.begins) and not any(g.read_ends):
+        return x
+    shape = padded_shape(x, g.begins, g.read_ends)
+    buf, clean = current().bordered(("pool", *g.begins, *g.read_ends), shape, value)
+    return pad_spatial(x, g.begins, g.read_ends, value, out=buf, border=not clean)
 
-    Each tap is one flat slice of a contiguous array (rows run into each
-    other; the spill-over columns are dropped at the end), so numpy loops over
-    long runs instead of one short row at a time. A stride s > 1 first splits
-    the axis into s phases so that every tap is unit-stride."""
-    width = -(-xp.shape[-1] // s) * s
-    if width != xp.shape[-1]:  # equal-width phases; the extra column is never read
-        xp = np.concatenate([xp, xp[..., -1:].repeat(width - xp.shape[-1], -1)], axis=-1)
-    row = width // s
-    phases = [np.ascontiguousarray(xp[..., p::s]).reshape(-1) for p in range(min(s, k))]
-    span = phases[0].size - (k - 1) // s
-    acc = np.empty(phases[0].size, dtype=xp.dtype)
-    first, rest = acc[:span], range(1, k)
-    np.copyto(first, phases[0][:span])
-    for t in rest:
-        ufunc(first, phases[t % s][t // s : t // s + span], out=first)
-    return np.ascontiguousarray(acc.reshape(xp.shape[:-1] + (row,))[..., :o])
+
+def geometry(op, x: Array) -> PoolGeometry:
+    """The op's pooling geometry for x's shape (computed once per run set)."""
+    return current().memo((op, x.shape), lambda: PoolGeometry(op, x))
 
 
 @kernel(top.MaxPoolOp)
 def max_pool(op, args: list[Array]) -> Array:
     x = args[0]
-    g = PoolGeometry(op, x)
+    g = geometry(op, x)
     spatial = tuple(range(x.ndim - len(g.kernel), x.ndim))
     if g.is_global():
         return fused_relu(op, x.max(axis=spatial, keepdims=True))
-    xp = pad_spatial(x, g.begins, g.read_ends, value=-np.inf)
-    return fused_relu(op, window_reduce(xp, g, np.maximum))
+    out = current().empty(x.shape[: x.ndim - len(g.kernel)] + tuple(g.out))
+    return fused_relu(op, window_reduce(padded_input(x, g, -np.inf), g, np.maximum, out))
 
 
 @kernel(top.AvgPoolOp)
 def avg_pool(op, args: list[Array]) -> Array:
     x = args[0]
-    g = PoolGeometry(op, x)
+    g = geometry(op, x)
     spatial = tuple(range(x.ndim - len(g.kernel), x.ndim))
     if g.is_global():
         mean = x.mean(axis=spatial, keepdims=True, dtype=np.float64)
         return fused_relu(op, mean.astype(np.float32))
-    y = window_reduce(pad_spatial(x, g.begins, g.read_ends), g, np.add)
-    y /= g.counts(bool(op.value("count_include_pad")))
+    out = current().empty(x.shape[: x.ndim - len(g.kernel)] + tuple(g.out))
+    y = window_reduce(padded_input(x, g, 0.0), g, np.add, out)
+    counts = g.counts(bool(op.value("count_include_pad")))
+    if counts.min() == counts.max():  # no window overlaps the padding: one divisor
+        y /= counts.flat[0]
+    else:  # per pixel, as rows of the flattened output (fast for numpy)
+        rows = y.reshape(-1, counts.size)
+        rows /= counts.reshape(-1)
     return fused_relu(op, y)

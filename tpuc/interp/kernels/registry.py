@@ -39,17 +39,21 @@ def fused_relu(op: Any, x: Array) -> Array:
     return relu(x, op.value("relu_limit"))
 
 
-def relu(x: Array, limit: float | None) -> Array:
-    """max(x, 0), capped at `limit` when it is >= 0; in place on x."""
-    if x.dtype != np.float32:
-        return np.clip(x, 0.0, limit if limit is not None and limit >= 0 else None, out=x)
-    flat = x.reshape(-1) if x.flags.c_contiguous else x
+def relu(x: Array, limit: float | None, out: Array | None = None) -> Array:
+    """max(x, 0), capped at `limit` when it is >= 0; into `out` (default: x)."""
+    if out is None:
+        out = x
+    if out.dtype != np.float32:
+        return np.clip(x, 0.0, limit if limit is not None and limit >= 0 else None, out=out)
+    src, dst = x, out
+    if x.flags.c_contiguous and out.flags.c_contiguous:
+        src, dst = x.reshape(-1), out.reshape(-1)
     # numpy's max against a scalar is ~4x slower than against an array: use
     # a shared read-only row of zeros (calloc'd pages cost no memory).
-    np.maximum(flat, _filled(0.0, flat.shape[-1]), out=flat)
+    np.maximum(src, _filled(0.0, dst.shape[-1] if dst.ndim else 1), out=dst)
     if limit is not None and limit >= 0:
-        np.minimum(flat, _filled(limit, flat.shape[-1]), out=flat)
-    return x
+        np.minimum(dst, _filled(limit, dst.shape[-1] if dst.ndim else 1), out=dst)
+    return out
 
 
 _FILLED: dict[float, Array] = {}
