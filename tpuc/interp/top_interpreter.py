@@ -272,7 +272,7 @@ def _progress(steps: list[Step], enabled: bool) -> Iterable[Step]:
         return steps
     from tqdm import tqdm
 
-    return tqdm(steps, desc="top interpreter", unit="op")
+    return tqdm(steps, desc="TOP interpreter", unit="op", leave=False)
 
 
 def run_top(

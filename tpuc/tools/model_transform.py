@@ -17,6 +17,7 @@ naming the first divergent tensor in network order.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,7 +240,8 @@ def verify(req: Request, module, store, inputs, out, names: OnnxNames):
     from tpuc.tools.model_runner import run_onnx
 
     say(f"running the TOP interpreter -> {req.test_result}")
-    top = run_top(module, store, inputs, dump_all=True)
+    # a progress bar only where someone watches (it would clutter logs)
+    top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty())
     store.clear()
     out.save_npz(req.test_result, top)
     keys = onnx_tensor_keys(names, set(top))
