@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -10,6 +12,7 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from tpuc.dialects.base import AnyTensor, TensorOp
 from tpuc.dialects.top.base import (
@@ -166,13 +169,31 @@ class GatherOp(TensorOp):
 
 @irdl_op_definition
 class ReduceOp(UnaryOp):
-    """mode: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd,
-    ReduceL1, ReduceL2, ReduceLogSumExp, ReduceSumSquare."""
+    """A reduction over `axes`; `mode` is one of MODES (ONNX's names)."""
 
     name = "top.Reduce"
     axes = ints()
     keepdims = flag(True)
     mode = text("ReduceMean")
+
+    MODES: ClassVar[tuple[str, ...]] = (
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
+    )
+
+    def verify_(self) -> None:
+        if self.value("mode") not in self.MODES:
+            raise VerifyException(
+                f"top.Reduce mode {self.value('mode')!r} is not one of {self.MODES}"
+            )
 
 
 @irdl_op_definition

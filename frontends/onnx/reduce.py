@@ -14,20 +14,8 @@ from tpuc.frontends.onnx.elementwise import forward
 from tpuc.frontends.onnx.registry import converter
 from tpuc.frontends.onnx.shape_ops import const_ints, input_shape
 
-REDUCE_MODES = (
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-)
 
-
-@converter(*REDUCE_MODES)
+@converter(*top.ReduceOp.MODES)
 def convert_reduce(cv: OnnxConverter, node: NodeProto) -> None:
     shape = input_shape(cv, node)
     attrs = cv.attrs(node)
