@@ -197,11 +197,12 @@ def prelu(op: top.PReluOp, shapes: Shapes) -> list[Shape]:
 # --- normalization and per-channel affine ---------------------------------------------
 
 
-@shape_rule(top.ScaleOp)
-def scale(op: top.ScaleOp, shapes: Shapes) -> list[Shape]:
-    shape, scale_shape, bias = shapes
+@shape_rule(top.ScaleOp, top.InstanceNormOp)
+def per_channel_affine(op: top.ScaleOp | top.InstanceNormOp, shapes: Shapes) -> list[Shape]:
+    """The two parameters hold one value per channel (axis 1)."""
+    shape, first, bias = shapes
     need_rank(shape, 2)
-    need_size(scale_shape, shape[1], "scale")
+    need_size(first, shape[1], "scale" if isinstance(op, top.ScaleOp) else "weight")
     need_size(bias, shape[1], "bias")
     return [shape]
 
@@ -224,15 +225,6 @@ def layer_norm(op: top.LayerNormOp, shapes: Shapes) -> list[Shape]:
     for what, param in (("weight", weight), ("bias", bias)):
         if param is not None and broadcast(normalized, param) != normalized:
             raise ShapeError(f"{what} {fmt(param)} does not broadcast to {fmt(normalized)}")
-    return [shape]
-
-
-@shape_rule(top.InstanceNormOp)
-def instance_norm(op: top.InstanceNormOp, shapes: Shapes) -> list[Shape]:
-    shape, weight, bias = shapes
-    need_rank(shape, 2)
-    need_size(weight, shape[1], "weight")
-    need_size(bias, shape[1], "bias")
     return [shape]
 
 
