@@ -10,7 +10,7 @@ memory goes back to the runtime's arena, which hands it to later kernels
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,9 @@ class Step:
 def _leaf(op: Operation) -> bool:
     return isinstance(op, top.InputOp | top.WeightOp | top.NoneOp)
 
+
+Observer = Callable[[Step, list, list[np.ndarray]], None]
+"""Called after each op with its operand and result arrays (see `run`)."""
 
 Placement = tuple[int, tuple[slice, ...]]  # the Concat's step, the part of its result
 
@@ -144,16 +147,24 @@ class TopInterpreter:
         *,
         dump_all: bool = False,
         progress: bool = False,
+        observe: Observer | None = None,
     ) -> dict[str, np.ndarray]:
-        """Outputs by tensor name (every tensor, inputs included, with dump_all)."""
+        """Outputs by tensor name (every tensor, inputs included, with dump_all).
+
+        `observe(step, args, results)` is called after each op other than
+        Weight and None (Input included), while its operands and results are
+        still alive: calibration streams statistics through it instead of
+        keeping every tensor. It must not write into the arrays."""
         # inf/nan propagate silently, as in onnxruntime
         with np.errstate(all="ignore"), self.runtime.active():
             try:
-                return self._run(weights, inputs, dump_all, progress)
+                return self._run(weights, inputs, dump_all, progress, observe)
             finally:
                 self.runtime.arena.finish()
 
-    def _run(self, weights, inputs, dump_all: bool, progress: bool) -> dict[str, np.ndarray]:
+    def _run(
+        self, weights, inputs, dump_all: bool, progress: bool, observe: Observer | None
+    ) -> dict[str, np.ndarray]:
         env: dict[SSAValue, Any] = {}
         dumped: dict[str, np.ndarray] = {}
         arena = self.runtime.arena
@@ -166,6 +177,8 @@ class TopInterpreter:
             arena.place(None)
             arena.pick_donors(env, ())
             env.update(zip(step.results, results, strict=True))
+            if observe is not None and not isinstance(step.op, top.WeightOp | top.NoneOp):
+                observe(step, [] if step.leaf else [env[v] for v in step.operands], results)
             if dump_all:
                 if not isinstance(step.op, top.WeightOp | top.NoneOp):
                     dumped.update(zip(step.names, results, strict=True))

@@ -1,0 +1,145 @@
+"""One calibration run: samples → statistics → thresholds → tune → rules.
+
+The library side of run_calibration.py (also used by tests and benchmarks):
+`Calibration.open(mlir)` loads and checks the TOP module once; `run` returns
+the table entries in network order; `write_table` writes them atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from tpuc.calibration.collect import Warn, collect
+from tpuc.calibration.dataset import Sample, list_samples, load_sample
+from tpuc.calibration.rules import apply_rules
+from tpuc.calibration.stats import TensorStats
+from tpuc.calibration.table import CaliEntry, CaliTable, format_table
+from tpuc.calibration.thresholds import METHODS, ZERO_TENSOR_THRESHOLD, threshold
+from tpuc.calibration.tune import tune
+from tpuc.errors import TpucError
+
+Progress = Callable[[Iterable, str], Iterable]
+
+
+def _no_progress(items: Iterable, what: str) -> Iterable:
+    return items
+
+
+class Calibration:
+    """A TOP_F32 module ready to be run over calibration samples."""
+
+    def __init__(self, module, weights, source: str, warn: Warn):
+        from tpuc.interp.top_interpreter import TopInterpreter
+        from tpuc.preprocess import input_specs
+
+        self.module = module
+        self.weights = weights
+        self.source = source
+        self.warn = warn
+        self.specs = input_specs(module)
+        self.interp = TopInterpreter(module)
+
+    @classmethod
+    def open(cls, mlir: str | Path, warn: Warn) -> Calibration:
+        from tpuc.module_io import load_module
+        from tpuc.module_state import ModuleState, state_of
+
+        module, store = load_module(mlir)
+        state = state_of(module)
+        if state not in (None, ModuleState.TOP_F32):
+            raise TpucError(
+                f"{mlir}: module is in state {state}; calibration needs the TOP_F32 module "
+                "written by model_transform.py"
+            )
+        return cls(module, store, str(mlir), warn)
+
+    def samples(self, dataset: str | None, data_list: str | None, input_num: int) -> list[Sample]:
+        return list_samples(
+            self.specs, dataset=dataset, data_list=data_list, input_num=input_num, warn=self.warn
+        )
+
+    def tune_samples(
+        self, samples: Sequence[Sample], tune_num: int, tune_list: str | None
+    ) -> list[Sample]:
+        """The auto-tune samples: `--tune_list`, else the first `tune_num`."""
+        if tune_num == 0:
+            return []
+        if tune_list is not None:
+            return list_samples(
+                self.specs, dataset=None, data_list=tune_list, input_num=tune_num, warn=self.warn
+            )
+        return list(samples[:tune_num])
+
+    def run(
+        self,
+        samples: Sequence[Sample],
+        tune_samples: Sequence[Sample],
+        method: str,
+        bins: int = 2048,
+        progress: Progress = _no_progress,
+    ) -> dict[str, CaliEntry]:
+        """Table entries for every tensor, in network order."""
+        if method not in METHODS:
+            raise TpucError(f"unknown calibration method '{method}' (known: {', '.join(METHODS)})")
+        if not samples:
+            raise TpucError("no calibration samples")
+        kind = METHODS[method]
+        stats = collect(
+            self.interp,
+            self.weights,
+            samples,
+            self._load,
+            bins=bins,
+            histogram=kind.needs_histogram,
+            moments=kind.needs_moments,
+            progress=progress,
+            warn=self.warn,
+        )
+        thresholds = {name: threshold(method, s) for name, s in stats.items()}
+        if tune_samples:
+            absmax = {name: s.absmax for name, s in stats.items()}
+            tuned = tune(
+                self.interp, self.weights, tune_samples, self._load, thresholds, absmax, progress
+            )
+            thresholds.update(tuned)
+        entries = {name: entry_of(stats[name], thresholds[name]) for name in stats}
+        return apply_rules(self.interp.steps, entries)
+
+    def _load(self, sample: Sample):
+        return load_sample(sample, self.specs)
+
+
+def entry_of(stats: TensorStats, threshold_value: float) -> CaliEntry:
+    """A table line; tensors with no usable range get TPU-MLIR's ±1e-5."""
+    if stats.count == 0 or stats.absmax == 0:
+        tiny = ZERO_TENSOR_THRESHOLD
+        return CaliEntry(tiny, -tiny, tiny)
+    return CaliEntry(float(threshold_value), float(stats.min), float(stats.max))
+
+
+def write_table(
+    path: Path,
+    entries: dict[str, CaliEntry],
+    *,
+    mlir: Path,
+    method: str,
+    bins: int,
+    samples: int,
+    tune_num: int,
+    generated: str | None,
+) -> None:
+    """The table, written atomically (never over the module it came from)."""
+    from tpuc.files import OutputSet
+
+    text = format_table(
+        CaliTable(entries=entries),
+        mlir=mlir.name,
+        methods=[method],
+        histogram_bins=bins,
+        samples=samples,
+        tune_num=tune_num,
+        generated=generated,
+    )
+    with OutputSet(protected=(mlir,)) as out:
+        out.write_text(path, text)

@@ -1,0 +1,168 @@
+"""Which calibration samples to run, and loading one of them.
+
+run_calibration takes its samples from `--dataset DIR` (every image, .npy
+or .npz below DIR) or `--data_list FILE` (one sample per line, one path per
+input comma-separated, or a single .npz). Everything is listed and checked
+before the first sample runs, so a bad line fails in a second rather than
+after an hour of statistics. Samples are sorted by path: the same folder
+always gives the same table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuc.errors import TpucError
+from tpuc.preprocess import InputSpec, load_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+SAMPLE_SUFFIXES = IMAGE_SUFFIXES | {".npy", ".npz"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One calibration sample: one path per model input, or a single .npz
+    holding every input."""
+
+    paths: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The first file's name (for progress bars and messages)."""
+        return Path(self.paths[0]).name
+
+
+def list_samples(
+    specs: Sequence[InputSpec],
+    *,
+    dataset: str | None,
+    data_list: str | None,
+    input_num: int,
+    warn: Callable[[str], None],
+) -> list[Sample]:
+    """The samples to calibrate with, checked and in a fixed order; the
+    first `input_num` of them (0 = all)."""
+    if (dataset is None) == (data_list is None):
+        raise TpucError("give exactly one of --dataset and --data_list")
+    if input_num < 0:
+        raise TpucError(f"--input_num must be 0 (all samples) or more, got {input_num}")
+    if dataset is not None:
+        samples = _dataset_samples(dataset, specs)
+    else:
+        samples = _listed_samples(data_list, specs)
+    if input_num == 0:
+        return samples
+    if input_num > len(samples):
+        m = len(samples)
+        warn(f"--input_num {input_num} is larger than the dataset ({m} samples): using all {m}")
+        return samples
+    return samples[:input_num]
+
+
+def load_sample(sample: Sample, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """The sample's input tensors (float32, keyed by input name), preprocessed
+    as the model's inputs say; errors name the sample's file."""
+    return load_inputs(list(sample.paths), specs)
+
+
+# --- --dataset ---------------------------------------------------------------------
+
+
+def _dataset_samples(folder: str, specs: Sequence[InputSpec]) -> list[Sample]:
+    root = Path(folder)
+    if not root.exists():
+        raise TpucError(f"--dataset {folder}: no such folder")
+    if not root.is_dir():
+        raise TpucError(f"--dataset {folder}: not a folder")
+    files = _sample_files(root)
+    if not files:
+        raise TpucError(f"dataset folder {folder} holds no images, .npy or .npz files")
+    if len(specs) > 1:
+        other = next((f for f in files if f.suffix.lower() != ".npz"), None)
+        if other is not None:
+            raise TpucError(
+                f"dataset folder {folder}: {other} is not an .npz; multi-input models "
+                f"({_names(specs)}) need one .npz per sample (or use --data_list)"
+            )
+    return [Sample((str(f),)) for f in files]
+
+
+def _sample_files(root: Path) -> list[Path]:
+    """Files with a sample suffix below `root`, sorted; hidden files and
+    folders (.git, macOS ._* copies) are skipped. Linked folders are
+    followed, each real folder once (no loops, no duplicates)."""
+    found = []
+    seen = set()
+    for folder, subfolders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        for name in names:
+            path = Path(folder, name)
+            if name.startswith(".") or path.suffix.lower() not in SAMPLE_SUFFIXES:
+                continue
+            if path.is_file():
+                found.append(path)
+    return sorted(found)
+
+
+# --- --data_list -------------------------------------------------------------------
+
+
+def _listed_samples(list_file: str, specs: Sequence[InputSpec]) -> list[Sample]:
+    path = Path(list_file)
+    if not path.is_file():
+        what = "not a file" if path.is_dir() else "no such file"
+        raise TpucError(f"--data_list {list_file}: {what}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise TpucError(f"--data_list {list_file}: not a text file") from None
+    except OSError as exc:
+        raise TpucError(f"--data_list {list_file}: cannot read it ({exc.strerror})") from None
+    samples = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line:
+            samples.append(_listed_sample(line, f"{list_file}:{lineno}", path.parent, specs))
+    if not samples:
+        raise TpucError(f"--data_list {list_file} lists no samples")
+    return samples
+
+
+def _listed_sample(line: str, where: str, base: Path, specs: Sequence[InputSpec]) -> Sample:
+    """One data-list line: paths checked for count and existence."""
+    parts = [p.strip() for p in line.split(",")]
+    if "" in parts:
+        raise TpucError(f"{where}: empty path in '{line}'")
+    single_npz = len(parts) == 1 and parts[0].lower().endswith(".npz")
+    if not single_npz and len(parts) != len(specs):
+        raise TpucError(
+            f"{where}: {len(parts)} path(s) for a model with {len(specs)} input(s) "
+            f"({_names(specs)}): give one path per input, comma-separated, or one .npz: '{line}'"
+        )
+    return Sample(tuple(_resolve(p, where, base) for p in parts))
+
+
+def _resolve(path: str, where: str, base: Path) -> str:
+    """`path` as given if it exists from the cwd, else relative to the list file."""
+    if Path(path).is_file():
+        return path
+    beside = base / path
+    if beside.is_file():
+        return str(beside)
+    raise TpucError(f"{where}: no such file: {path}")
+
+
+def _names(specs: Sequence[InputSpec]) -> str:
+    return ", ".join(s.name for s in specs)

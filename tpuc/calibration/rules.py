@@ -1,0 +1,108 @@
+"""Range rules per op kind, applied after thresholds are chosen.
+
+What measurement alone gets wrong, TPU-MLIR fixes by the op's semantics:
+ops that only move values (reshape, permute, max-pool, slice …) take
+their input's range, so INT8 lowering needs no requant there; Sigmoid and
+Softmax outputs lie in [0, 1] whatever the samples showed; ReLU outputs
+(a Relu op or any op with `do_relu`) never go below zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from tpuc.calibration.table import CaliEntry
+from tpuc.dialects import top
+from tpuc.interp.top_interpreter import Step
+
+Entries = dict[str, CaliEntry]
+Rule = Callable[[Step, Entries], None]
+
+RULES: dict[type, Rule] = {}
+
+PASS_THROUGH = (
+    top.ReshapeOp,
+    top.FlattenOp,
+    top.SqueezeOp,
+    top.UnsqueezeOp,
+    top.PermuteOp,
+    top.SliceOp,
+    top.SplitOp,
+    top.MaxPoolOp,
+    top.Depth2SpaceOp,
+    top.TileOp,
+    top.ExpandOp,
+    top.UpsampleOp,
+)
+"""Ops whose every output value is one of their input's values."""
+
+UNIT_RANGE = (top.SigmoidOp, top.SoftmaxOp)
+
+
+def rule(*op_types: type) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for op_type in op_types:
+            RULES[op_type] = fn
+        return fn
+
+    return register
+
+
+def _operand_name(step: Step, index: int) -> str | None:
+    from tpuc.interp.top_interpreter import tensor_names
+
+    value = step.operands[index]
+    owner = value.owner
+    if isinstance(owner, top.WeightOp | top.NoneOp) or not hasattr(owner, "results"):
+        return None
+    return tensor_names(owner)[value.index]
+
+
+@rule(*PASS_THROUGH)
+def _keep_input_range(step: Step, entries: Entries) -> None:
+    source = _operand_name(step, 0)
+    if source is None or source not in entries:
+        return
+    for name in step.names:
+        if name in entries:
+            entries[name] = entries[source]
+
+
+@rule(*UNIT_RANGE)
+def _unit_range(step: Step, entries: Entries) -> None:
+    for name in step.names:
+        if name in entries:
+            entries[name] = CaliEntry(1.0, 0.0, 1.0)
+
+
+def _non_negative(step: Step, entries: Entries) -> None:
+    for name in step.names:
+        entry = entries.get(name)
+        if entry is None:
+            continue
+        high = max(entry.max, 0.0)
+        threshold = min(entry.threshold, high) if high > 0 else entry.threshold
+        entries[name] = CaliEntry(threshold, 0.0, high)
+
+
+RULES[top.ReluOp] = _non_negative
+
+
+def apply_rules(steps: Iterable[Step], entries: Entries) -> Entries:
+    """Entries with the op rules applied, in network order (so a chain of
+    reshapes carries its first input's range all the way)."""
+    result = dict(entries)
+    for step in steps:
+        fn = RULES.get(type(step.op))
+        if fn is not None:
+            fn(step, result)
+        elif _fuses_relu(step):
+            _non_negative(step, result)
+    return result
+
+
+def _fuses_relu(step: Step) -> bool:
+    try:
+        return bool(step.op.value("do_relu"))
+    except (KeyError, AttributeError):
+        return False

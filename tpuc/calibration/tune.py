@@ -1,0 +1,179 @@
+"""Auto-tune: refine each tensor's threshold by what it does to its readers.
+
+KL picks a threshold from the tensor's own distribution; what matters is the
+output of the ops that read it. With the weights fake-quantized once
+(per-channel for convolutions, per-tensor for matmuls), every op re-runs
+with one input fake-quantized at each candidate threshold — evenly spaced
+from the current threshold up to the tensor's abs-max — and the candidate
+is scored by the distance of the op's output from the float output,
+‖ref − out‖₂ / ‖ref‖₁ averaged over the tune samples. Each reader keeps its
+best candidate; a tensor read by several ops keeps the largest of their
+choices (a smaller one would clip what another reader needs).
+
+The candidates run inside the float interpreter's pass (its `observe` hook),
+while the op's inputs and output are alive, so tuning keeps no activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpuc.dialects import top
+from tpuc.interp.kernels import KERNELS
+from tpuc.interp.top_interpreter import Step, TopInterpreter, tensor_names
+from tpuc.numerics import fake_quant, fake_quant_per_channel
+
+WEIGHT_AXES: dict[type, dict[int, int | None]] = {
+    top.ConvOp: {1: 0},  # filter [oc, ic/g, kh, kw]: per output channel
+    top.DeconvOp: {1: None},
+    top.MatMulOp: {1: None},
+}
+"""Weight operands INT8 lowering quantizes, and the axis of their scales."""
+
+INDEX_OPERANDS: dict[type, tuple[int, ...]] = {
+    top.GatherOp: (1,),
+    top.WhereOp: (0,),
+}
+"""Operands holding indices or conditions: never fake-quantized."""
+
+UNTUNED = (top.InputOp, top.ArgOp, top.CompareOp, top.CompareConstOp, top.NotOp, top.TopKOp)
+"""Ops whose output is an index or boolean: a distance on it means nothing."""
+
+
+@dataclass
+class Candidate:
+    """One (op, operand) pair being tuned and its candidate scores."""
+
+    step: int
+    operand: int
+    tensor: str
+    thresholds: np.ndarray
+    distance: np.ndarray  # summed over samples
+
+
+class Tuner:
+    """Scores candidate thresholds for every tunable (op, input) pair."""
+
+    def __init__(
+        self,
+        interp: TopInterpreter,
+        weights: Mapping[str, np.ndarray],
+        thresholds: Mapping[str, float],
+        absmax: Mapping[str, float],
+        steps: int = 10,
+    ):
+        self.interp = interp
+        self.index = {step.op: i for i, step in enumerate(interp.steps)}
+        self.fake_weights = _fake_weights(interp.steps, weights)
+        self.candidates: dict[int, list[Candidate]] = {}
+        for i, step in enumerate(interp.steps):
+            tuned = self._candidates(i, step, thresholds, absmax, steps)
+            if tuned:
+                self.candidates[i] = tuned
+
+    def _candidates(self, i, step: Step, thresholds, absmax, steps) -> list[Candidate]:
+        if step.leaf or isinstance(step.op, UNTUNED) or type(step.op) not in KERNELS:
+            return []
+        skip = INDEX_OPERANDS.get(type(step.op), ())
+        found = []
+        for j, value in enumerate(step.operands):
+            name = _activation_name(value)
+            if j in skip or name is None or name not in thresholds:
+                continue
+            low, high = thresholds[name], absmax.get(name, 0.0)
+            if not high > low:
+                continue  # nothing above the threshold to move to
+            grid = low + (high - low) * np.arange(steps + 1) / steps
+            found.append(Candidate(i, j, name, grid, np.zeros(steps + 1)))
+        return found
+
+    @property
+    def evaluations(self) -> int:
+        """Op re-runs per sample."""
+        return sum(len(c.thresholds) for cs in self.candidates.values() for c in cs)
+
+    def observe(self, step: Step, args: list, results: list[np.ndarray]) -> None:
+        i = self.index[step.op]
+        tuned = self.candidates.get(i)
+        if not tuned:
+            return
+        kernel = KERNELS[type(step.op)]
+        base = list(args)
+        for j, fake in self.fake_weights.get(i, {}).items():
+            base[j] = fake
+        reference = [r for r in results if r is not None]
+        for cand in tuned:
+            trial = list(base)
+            for k, threshold in enumerate(cand.thresholds):
+                trial[cand.operand] = fake_quant(args[cand.operand], float(threshold))
+                out = kernel(step.op, trial)
+                cand.distance[k] += _distance(reference, out)
+
+    def thresholds(self) -> dict[str, float]:
+        """Each tuned tensor's new threshold: the largest of its readers'
+        best candidates (ties go to the smaller threshold)."""
+        chosen: dict[str, float] = {}
+        for tuned in self.candidates.values():
+            for cand in tuned:
+                best = float(cand.thresholds[int(np.argmin(cand.distance))])
+                chosen[cand.tensor] = max(chosen.get(cand.tensor, 0.0), best)
+        return chosen
+
+
+def _activation_name(value) -> str | None:
+    owner = value.owner
+    if isinstance(owner, top.WeightOp | top.NoneOp) or not hasattr(owner, "results"):
+        return None
+    return tensor_names(owner)[value.index]
+
+
+def _fake_weights(steps: Sequence[Step], weights) -> dict[int, dict[int, np.ndarray]]:
+    """Fake-quantized weight operands by step index and operand index."""
+    fakes: dict[int, dict[int, np.ndarray]] = {}
+    for i, step in enumerate(steps):
+        for j, axis in WEIGHT_AXES.get(type(step.op), {}).items():
+            if j >= len(step.operands):
+                continue
+            owner = step.operands[j].owner
+            if isinstance(owner, top.WeightOp) and owner.names[0] in weights:
+                array = np.asarray(weights[owner.names[0]], np.float32)
+                shape = step.operands[j].type.get_shape()
+                if array.size == int(np.prod(shape)):
+                    array = array.reshape(shape)
+                fakes.setdefault(i, {})[j] = fake_quant_per_channel(array, axis)
+    return fakes
+
+
+def _distance(reference: list[np.ndarray], out) -> float:
+    outs = list(out) if isinstance(out, tuple) else [out]
+    num = 0.0
+    den = 0.0
+    for ref, got in zip(reference, outs, strict=False):
+        if got is None:
+            continue
+        diff = (np.asarray(ref, np.float32) - np.asarray(got, np.float32)).reshape(-1)
+        num += float(diff @ diff)
+        den += float(np.abs(ref).sum(dtype=np.float64))
+    return float(np.sqrt(num) / den) if den > 0 else float(np.sqrt(num))
+
+
+def tune(
+    interp: TopInterpreter,
+    weights: Mapping[str, np.ndarray],
+    samples: Sequence[int],
+    load: Callable[[int], dict[str, np.ndarray]],
+    thresholds: Mapping[str, float],
+    absmax: Mapping[str, float],
+    progress: Callable[[Iterable, str], Iterable],
+) -> dict[str, float]:
+    """Tuned thresholds for the tensors that have a better one (others are
+    left out: keep their current threshold)."""
+    tuner = Tuner(interp, weights, thresholds, absmax)
+    if not tuner.candidates:
+        return {}
+    for index in progress(samples, "auto-tune"):
+        interp.run(weights, load(index), observe=tuner.observe)
+    return tuner.thresholds()
