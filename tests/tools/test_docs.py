@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from tpuc.tools import model_runner, model_transform, npz_tool
+from tpuc.tools import model_runner, model_transform, npz_tool, run_calibration
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
 
 def normalized(text: str) -> str:
-    return " ".join(text.replace("`", "").split())
+    return " ".join(text.replace("`", "").replace("\\|", "|").split())  # \| in tables
 
 
 def parsers():
     yield "model_transform.py", model_transform.build_parser()
     yield "model_runner.py", model_runner.build_parser()
+    yield "run_calibration.py", run_calibration.build_parser()
     top = npz_tool.build_parser()
     yield "npz_tool.py", top
     for action in top._actions:

@@ -54,6 +54,19 @@ class Calibration:
             )
         return cls(module, store, str(mlir), warn)
 
+    def input_files(self, *sample_lists: Sequence[Sample]) -> list[Path]:
+        """Every file this run reads (the module, its weights, the samples):
+        none of them may be overwritten by the table."""
+        from tpuc.module_io import module_attr
+
+        mlir = Path(self.source)
+        files = [mlir]
+        weight_file = module_attr(self.module, "weight_file")
+        if weight_file:
+            files.append(mlir.parent / weight_file)
+        files += [Path(p) for samples in sample_lists for s in samples for p in s.paths]
+        return files
+
     def samples(self, dataset: str | None, data_list: str | None, input_num: int) -> list[Sample]:
         return list_samples(
             self.specs, dataset=dataset, data_list=data_list, input_num=input_num, warn=self.warn
@@ -66,9 +79,15 @@ class Calibration:
         if tune_num == 0:
             return []
         if tune_list is not None:
-            return list_samples(
-                self.specs, dataset=None, data_list=tune_list, input_num=tune_num, warn=self.warn
+            listed = list_samples(
+                self.specs,
+                dataset=None,
+                data_list=tune_list,
+                input_num=0,
+                warn=self.warn,
+                flag="--tune_list",
             )
+            return listed[:tune_num]
         return list(samples[:tune_num])
 
     def run(
@@ -128,6 +147,7 @@ def write_table(
     samples: int,
     tune_num: int,
     generated: str | None,
+    protected: Sequence[Path] = (),
 ) -> None:
     """The table, written atomically (never over the module it came from)."""
     from tpuc.files import OutputSet
@@ -141,5 +161,5 @@ def write_table(
         tune_num=tune_num,
         generated=generated,
     )
-    with OutputSet(protected=(mlir,)) as out:
+    with OutputSet(protected=(mlir, *protected)) as out:
         out.write_text(path, text)

@@ -46,9 +46,11 @@ def list_samples(
     data_list: str | None,
     input_num: int,
     warn: Callable[[str], None],
+    flag: str = "--data_list",
 ) -> list[Sample]:
     """The samples to calibrate with, checked and in a fixed order; the
-    first `input_num` of them (0 = all)."""
+    first `input_num` of them (0 = all). `flag` names the list file in
+    errors (--data_list or --tune_list)."""
     if (dataset is None) == (data_list is None):
         raise TpucError("give exactly one of --dataset and --data_list")
     if input_num < 0:
@@ -56,7 +58,7 @@ def list_samples(
     if dataset is not None:
         samples = _dataset_samples(dataset, specs)
     else:
-        samples = _listed_samples(data_list, specs)
+        samples = _listed_samples(data_list, specs, flag)
     if input_num == 0:
         return samples
     if input_num > len(samples):
@@ -119,24 +121,24 @@ def _sample_files(root: Path) -> list[Path]:
 # --- --data_list -------------------------------------------------------------------
 
 
-def _listed_samples(list_file: str, specs: Sequence[InputSpec]) -> list[Sample]:
+def _listed_samples(list_file: str, specs: Sequence[InputSpec], flag: str) -> list[Sample]:
     path = Path(list_file)
     if not path.is_file():
         what = "not a file" if path.is_dir() else "no such file"
-        raise TpucError(f"--data_list {list_file}: {what}")
+        raise TpucError(f"{flag} {list_file}: {what}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise TpucError(f"--data_list {list_file}: not a text file") from None
+        raise TpucError(f"{flag} {list_file}: not a text file") from None
     except OSError as exc:
-        raise TpucError(f"--data_list {list_file}: cannot read it ({exc.strerror})") from None
+        raise TpucError(f"{flag} {list_file}: cannot read it ({exc.strerror})") from None
     samples = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line:
             samples.append(_listed_sample(line, f"{list_file}:{lineno}", path.parent, specs))
     if not samples:
-        raise TpucError(f"--data_list {list_file} lists no samples")
+        raise TpucError(f"{flag} {list_file} lists no samples")
     return samples
 
 

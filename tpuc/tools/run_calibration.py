@@ -102,6 +102,8 @@ def check_request(args) -> Request:
         raise TpucError(f"--tune_num {args.tune_num}: must be 0 (no tuning) or positive")
     if args.tune_list is not None:
         existing_file(args.tune_list, "--tune_list")
+    if Path(args.calibration_table).is_dir():
+        raise TpucError(f"-o {args.calibration_table}: is a folder, not a table file name")
     return Request(
         mlir=mlir,
         dataset=args.dataset,
@@ -145,14 +147,26 @@ def generated_time() -> str | None:
         raise TpucError(f"SOURCE_DATE_EPOCH={epoch}: not a Unix time in seconds") from None
 
 
+def refuse_overwrite(output: Path, inputs: list[Path]) -> None:
+    """Fail before any work when -o names a file the run reads."""
+    target = output.resolve()
+    for path in inputs:
+        if path.resolve() == target:
+            raise TpucError(f"-o {output}: refusing to overwrite an input file")
+
+
 def run(argv: list[str] | None = None) -> int:
     from tpuc.calibration.calibrate import Calibration, write_table
 
     req = check_request(build_parser().parse_args(argv))
+    generated = generated_time()
     start = time.perf_counter()
     cal = Calibration.open(req.mlir, warn)
     samples = cal.samples(req.dataset, req.data_list, req.input_num)
     tune_samples = cal.tune_samples(samples, req.tune_num, req.tune_list)
+    lists = [Path(p) for p in (req.data_list, req.tune_list) if p]
+    protected = [*cal.input_files(samples, tune_samples), *lists]
+    refuse_overwrite(req.output, protected)
     say(f"{len(samples)} samples, method {req.method}, {req.bins} bins, tune {len(tune_samples)}")
     entries = cal.run(samples, tune_samples, req.method, req.bins, progress)
     write_table(
@@ -163,7 +177,8 @@ def run(argv: list[str] | None = None) -> int:
         bins=req.bins,
         samples=len(samples),
         tune_num=len(tune_samples),
-        generated=generated_time(),
+        generated=generated,
+        protected=protected,
     )
     say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s)")
     return 0
