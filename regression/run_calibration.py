@@ -43,8 +43,9 @@ def module_tensors(mlir: Path) -> list[str]:
 
 
 def calibrate(mlir: Path, dataset: Path, method: str, tune: int, table: Path) -> float:
-    argv = [sys.executable, "-m", "tpuc.tools.run_calibration", str(mlir), "--dataset",
-            str(dataset), "--cali_method", method, "--tune_num", str(tune), "-o", str(table)]  # fmt: skip
+    argv = [sys.executable, "-m", "tpuc.tools.run_calibration", str(mlir),
+            "--dataset", str(dataset), "--cali_method", method,
+            "--tune_num", str(tune), "-o", str(table)]  # fmt: skip
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
