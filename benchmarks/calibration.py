@@ -139,7 +139,14 @@ def main() -> None:
                 flush=True,
             )
     (n0, t0, m0), (n1, t1, m1) = rows[0], rows[-1]
+    marginal = (t1 - t0) / (n1 - n0)
     print(f"time ratio {n1}/{n0} samples = {t1 / t0:.2f} (linear: at most {n1 / n0:.2f})")
+    print(
+        f"per extra sample {marginal:.3f} s; fixed part (load, tune, table) "
+        f"{t0 - marginal * n0:.1f} s"
+    )
+    for n, t, _ in rows[1:-1]:  # linearity: middle points against the line through the ends
+        print(f"  {n} samples: {t:.1f} s measured, {t0 + marginal * (n - n0):.1f} s on the line")
     print(f"memory ratio {n1}/{n0} samples = {m1 / m0:.2f} (flat: 1.00)")
     if args.model in TPU_MLIR:
         ref_s, ref_mb = TPU_MLIR[args.model]

@@ -2,9 +2,9 @@
 
 What measurement alone gets wrong, TPU-MLIR fixes by the op's semantics:
 ops that only move values (reshape, permute, max-pool, slice …) take
-their input's range, so INT8 lowering needs no requant there; Sigmoid and
-Softmax outputs lie in [0, 1] whatever the samples showed; ReLU outputs
-(a Relu op or any op with `do_relu`) never go below zero.
+their input's range, so INT8 lowering needs no requant there; Sigmoid,
+HardSigmoid and Softmax outputs lie in [0, 1] whatever the samples showed;
+ReLU outputs (a Relu op or any op with `do_relu`) never go below zero.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ PASS_THROUGH = (
 )
 """Ops whose every output value is one of their input's values."""
 
-UNIT_RANGE = (top.SigmoidOp, top.SoftmaxOp)
+UNIT_RANGE = (top.SigmoidOp, top.HardSigmoidOp, top.SoftmaxOp)
 
 
 def rule(*op_types: type) -> Callable[[Rule], Rule]:
