@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from tpuc.calibration.table import CaliEntry
 from tpuc.dialects import top
-from tpuc.interp.top_interpreter import Step
+from tpuc.interp.top_interpreter import Step, activation_name
 
 Entries = dict[str, CaliEntry]
 Rule = Callable[[Step, Entries], None]
@@ -48,19 +48,9 @@ def rule(*op_types: type) -> Callable[[Rule], Rule]:
     return register
 
 
-def _operand_name(step: Step, index: int) -> str | None:
-    from tpuc.interp.top_interpreter import tensor_names
-
-    value = step.operands[index]
-    owner = value.owner
-    if isinstance(owner, top.WeightOp | top.NoneOp) or not hasattr(owner, "results"):
-        return None
-    return tensor_names(owner)[value.index]
-
-
 @rule(*PASS_THROUGH)
 def _keep_input_range(step: Step, entries: Entries) -> None:
-    source = _operand_name(step, 0)
+    source = activation_name(step.operands[0])
     if source is None or source not in entries:
         return
     for name in step.names:

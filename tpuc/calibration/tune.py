@@ -23,7 +23,7 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.top_interpreter import Step, TopInterpreter, tensor_names
+from tpuc.interp.top_interpreter import Step, TopInterpreter, activation_name
 from tpuc.numerics import fake_quant, fake_quant_per_channel
 
 WEIGHT_AXES: dict[type, dict[int, int | None]] = {
@@ -80,7 +80,7 @@ class Tuner:
         skip = INDEX_OPERANDS.get(type(step.op), ())
         found = []
         for j, value in enumerate(step.operands):
-            name = _activation_name(value)
+            name = activation_name(value)
             if j in skip or name is None or name not in thresholds:
                 continue
             low, high = thresholds[name], absmax.get(name, 0.0)
@@ -121,13 +121,6 @@ class Tuner:
                 best = float(cand.thresholds[int(np.argmin(cand.distance))])
                 chosen[cand.tensor] = max(chosen.get(cand.tensor, 0.0), best)
         return chosen
-
-
-def _activation_name(value) -> str | None:
-    owner = value.owner
-    if isinstance(owner, top.WeightOp | top.NoneOp) or not hasattr(owner, "results"):
-        return None
-    return tensor_names(owner)[value.index]
 
 
 def _fake_weights(steps: Sequence[Step], weights) -> dict[int, dict[int, np.ndarray]]:

@@ -42,6 +42,15 @@ def tensor_names(op: Operation) -> list[str]:
     return [f"{op.name}_{i}" for i in range(len(op.results))]
 
 
+def activation_name(value: SSAValue) -> str | None:
+    """Tensor name of an operand computed by the network (None for weights,
+    None values and block arguments)."""
+    owner = value.owner
+    if not isinstance(owner, Operation) or isinstance(owner, top.WeightOp | top.NoneOp):
+        return None
+    return tensor_names(owner)[value.index]
+
+
 class Step:
     """One op with what the interpreter needs to know about it, resolved once:
     result names and declared shapes, and which values stop being needed."""
