@@ -228,7 +228,7 @@ def load_inputs(paths: Sequence[str], specs: Sequence[InputSpec]) -> dict[str, n
         raise TpucError("no test input given")
     for path in paths:
         if not Path(path).is_file():
-            raise TpucError(f"test input {path}: no such file")
+            raise TpucError(f"{path}: no such file")
     if len(paths) == 1 and paths[0].lower().endswith(".npz"):
         return inputs_from_npz(_read_npz(paths[0]), specs, paths[0])
     if len(paths) != len(specs):
@@ -299,7 +299,7 @@ def load_image(path: str, spec: InputSpec) -> np.ndarray:
     layout = image_layout(list(spec.shape), pp.channel_format)
     if layout is None:
         raise TpucError(
-            f"test input {path}: input '{spec.name}' of shape {list(spec.shape)} "
+            f"{path}: input '{spec.name}' of shape {list(spec.shape)} "
             f"({pp.channel_format}) does not take an image; give a .npy or .npz"
         )
     c, h, w = layout
@@ -331,7 +331,7 @@ def _open_image(path: str, pixel_format: str):
             return image.convert(_PIL_MODE[pixel_format])
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         reason = str(exc).split("\n")[0]
-        raise TpucError(f"test input {path}: cannot read it as an image ({reason})") from None
+        raise TpucError(f"{path}: cannot read it as an image ({reason})") from None
 
 
 def _resized(image, size: tuple[int, int], pp: Preprocess) -> np.ndarray:

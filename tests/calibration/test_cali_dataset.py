@@ -283,7 +283,7 @@ def test_image_for_a_non_image_input(tmp_path):
     path = png(tmp_path / "x.png", 1)
     (sample,) = listing([A_SPEC], dataset=str(tmp_path))
     message = error_of(load_sample, sample, [A_SPEC])
-    assert message.startswith(f"test input {path}: input 'a' of shape [1, 4]")
+    assert message.startswith(f"{path}: input 'a' of shape [1, 4]")
 
 
 def test_unreadable_image(tmp_path):
@@ -291,7 +291,7 @@ def test_unreadable_image(tmp_path):
     path.write_bytes(b"not a jpeg")
     (sample,) = listing([IMG_SPEC], dataset=str(tmp_path))
     assert error_of(load_sample, sample, [IMG_SPEC]).startswith(
-        f"test input {path}: cannot read it as an image"
+        f"{path}: cannot read it as an image"
     )
 
 
