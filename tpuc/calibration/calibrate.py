@@ -7,6 +7,7 @@ the table entries in network order; `write_table` writes them atomically.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -39,6 +40,7 @@ class Calibration:
         self.warn = warn
         self.specs = input_specs(module)
         self.interp = TopInterpreter(module)
+        self.timings: dict[str, float] = {}  # seconds per stage of the last run
 
     @classmethod
     def open(cls, mlir: str | Path, warn: Warn) -> Calibration:
@@ -104,6 +106,7 @@ class Calibration:
         if not samples:
             raise TpucError("no calibration samples")
         kind = METHODS[method]
+        start = time.perf_counter()
         stats = collect(
             self.interp,
             self.weights,
@@ -116,12 +119,15 @@ class Calibration:
             warn=self.warn,
         )
         thresholds = {name: threshold(method, s) for name, s in stats.items()}
+        self.timings = {"statistics": time.perf_counter() - start}
         if tune_samples:
+            start = time.perf_counter()
             absmax = {name: s.absmax for name, s in stats.items()}
             tuned = tune(
                 self.interp, self.weights, tune_samples, self._load, thresholds, absmax, progress
             )
             thresholds.update(tuned)
+            self.timings["auto-tune"] = time.perf_counter() - start
         entries = {name: entry_of(stats[name], thresholds[name]) for name in stats}
         return apply_rules(self.interp.steps, entries)
 

@@ -180,7 +180,8 @@ def run(argv: list[str] | None = None) -> int:
         generated=generated,
         protected=protected,
     )
-    say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s)")
+    stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
+    say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s: {stages})")
     return 0
 
 
