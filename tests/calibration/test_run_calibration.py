@@ -145,7 +145,7 @@ def test_table_covers_every_tensor_with_onnxruntime_ranges(model, dataset, tmp_p
         assert 0 < entry.threshold <= absmax, name
     assert "# sample number: 5" in table.header
     assert "# quantization threshold calculation method: ['kl']" in table.header
-    assert "# tune number: 5" in table.header  # default 10, capped by the samples
+    assert "# tune number: 5" in table.header  # the default, 5
 
 
 def test_max_threshold_is_absmax(model, dataset, tmp_path, capsys):

@@ -66,8 +66,8 @@ def build_parser():
     parser.add_argument(
         "--tune_num",
         type=int,
-        default=10,
-        help="samples used by auto-tune, the first of the dataset (0 = no tuning; default 10)",
+        default=5,
+        help="samples used by auto-tune, the first of the dataset (0 = no tuning; default 5)",
     )
     parser.add_argument(
         "--tune_list", help="file listing the auto-tune samples instead (one per line)"
