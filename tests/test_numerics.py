@@ -65,3 +65,99 @@ def test_fake_quant_per_channel():
 def test_fake_quant_per_channel_zero_slice():
     w = np.zeros((2, 3), np.float32)
     np.testing.assert_array_equal(fake_quant_per_channel(w, 0), w)
+
+
+# --- fixed-point vectors (../shared/reference/quantization-notes.md §6.7) ---------------
+
+from tpuc.numerics import (  # noqa: E402
+    bf16_bits,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+    to_bf16,
+    to_f16,
+)
+
+
+@pytest.mark.parametrize(
+    "m, mantissa, shift",
+    [
+        (0.75, 1610612736, 0),
+        (0.5, 1073741824, 0),
+        (1.0, 1073741824, 1),
+        (0.1234, 2119995857, -3),
+        (0.3, 1288490189, -1),
+        (1 / 3, 1431655765, -1),
+        (2.5, 1342177280, 2),
+        (0.999999999, 2147483646, 0),
+        (0.9999999999, 1073741824, 1),
+        (1e-10, 0, 0),
+        (0.0, 0, 0),
+    ],
+)
+def test_quantize_multiplier(m, mantissa, shift):
+    assert quantize_multiplier(m) == (mantissa, shift)
+
+
+def test_quantize_multiplier_rejects_negative():
+    with pytest.raises(ValueError):
+        quantize_multiplier(-0.5)
+
+
+@pytest.mark.parametrize(
+    "a, b, want",
+    [
+        (100, 1610612736, 75),
+        (-100, 1610612736, -75),
+        (3, 2**30, 2),
+        (-3, 2**30, -1),
+        (-1, 2**30, 0),
+        (5, 2**30, 3),
+        (-5, 2**30, -2),
+        (-(2**31), -(2**31), 2**31 - 1),
+    ],
+)
+def test_srdhm(a, b, want):
+    assert int(saturating_rounding_doubling_high_mul(a, b)) == want
+
+
+@pytest.mark.parametrize(
+    "x, e, want",
+    [(5, 1, 3), (-5, 1, -3), (6, 2, 2), (-6, 2, -2), (10, 2, 3), (-10, 2, -3), (1, 1, 1),
+     (-1, 1, -1), (-7, 2, -2), (3, 0, 3)],
+)  # fmt: skip
+def test_rounding_divide_by_pot(x, e, want):
+    assert int(rounding_divide_by_pot(x, e)) == want
+
+
+def test_rounding_divide_by_pot_vectorized_per_channel():
+    got = rounding_divide_by_pot(np.array([[5, -5], [10, -10]]), np.array([[1], [2]]))
+    np.testing.assert_array_equal(got, [[3, -3], [3, -3]])
+
+
+@pytest.mark.parametrize(
+    "x, m, want",
+    [(100, 0.75, 75), (-100, 0.75, -75), (1000, 0.1234, 123), (-1000, 0.1234, -123),
+     (7, 2.5, 18), (-7, 2.5, -17), (3, 0.5, 2), (-3, 0.5, -1)],
+)  # fmt: skip
+def test_multiply_by_quantized_multiplier(x, m, want):
+    mantissa, shift = quantize_multiplier(m)
+    assert int(multiply_by_quantized_multiplier(x, mantissa, shift)) == want
+
+
+def test_f16_rounds_to_nearest_even_and_overflows():
+    # 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0)
+    x = np.array([1 + 2**-11, 1 + 3 * 2**-11, 65520.0, 1e-8], np.float32)
+    np.testing.assert_array_equal(to_f16(x), [1.0, 1 + 2 * 2**-10, np.inf, 0.0])
+
+
+def test_bf16_vectors():
+    # bit patterns: 1.0 = 0x3F80; 1 + 2^-8 is halfway between 0x3F80 and 0x3F81 -> even 0x3F80;
+    # 1 + 3*2^-8 halfway between 0x3F81 and 0x3F82 -> even 0x3F82; just above half rounds up
+    x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, -2.0, 3.0e38], np.float32)
+    np.testing.assert_array_equal(
+        bf16_bits(x), np.array([0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC000, 0x7F62], np.uint16)
+    )
+    assert np.isnan(to_bf16(np.array([np.nan], np.float32)))[0]
+    np.testing.assert_array_equal(to_bf16(np.array([1 + 3 * 2**-8], np.float32)), [1 + 2**-6])
