@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass
 PASSES: dict[str, tuple[str, str]] = {
     "shape-infer": ("tpuc.passes.shape_infer", "ShapeInferPass"),
     "canonicalize": ("tpuc.passes.canonicalize", "CanonicalizePass"),
+    "import-calibration-table": ("tpuc.passes.import_calibration", "ImportCalibrationTablePass"),
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
 }

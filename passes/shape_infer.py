@@ -18,6 +18,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tpuc.dialects import top
+from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.errors import TpucError
 from tpuc.passes import shape_rules_data, shape_rules_nn  # noqa: F401  (they register rules)
 from tpuc.passes.shape_rules import SHAPE_RULES, Shape, ShapeError, fmt, shape_rule
@@ -54,6 +55,8 @@ def _element_type(op: Operation, old: Attribute) -> Attribute:
     """Keep the element type a result already has (f32 by default); a
     top.Input result takes its operand's type whole."""
     if isinstance(op, top.InputOp):
+        if isinstance(old, TensorType) and isinstance(old.element_type, CalibratedQuantizedType):
+            return old.element_type  # its calibrated range, set by import-calibration-table
         return op.operands[0].type.element_type  # static: the rule ran
     if isinstance(old, TensorType | UnrankedTensorType):
         return old.element_type

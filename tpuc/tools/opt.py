@@ -182,10 +182,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from xdsl.utils.exceptions import DiagnosticException, ParseError
+    from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 
     try:
         driver = TpucOptMain(args=argv)
+    except ArgSpecParseError as exc:  # a malformed -p pipeline
+        raise TpucError(f"-p: {_one_line(exc)} in {_spec_context(exc)}") from None
     except ValueError as exc:  # an unknown pass in -p
         raise TpucError(str(exc)) from None
     source = driver.args.input_file or "<stdin>"
@@ -202,6 +204,12 @@ def _main(argv: Sequence[str] | None) -> int:
             raise TpucError(f"{source}: {exc}") from None
         raise
     return 0
+
+
+def _spec_context(exc: BaseException) -> str:
+    """The pipeline text an ArgSpecParseError points into."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"'{lines[-3].strip()}'" if len(lines) >= 3 else "the pipeline"
 
 
 def _parse_message(exc: BaseException) -> str:
