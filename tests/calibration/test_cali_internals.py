@@ -162,7 +162,7 @@ def test_tune_matches_brute_force_and_keeps_the_largest(model):
         x[0, :] *= 6.0  # a few large values: the best threshold lies below abs-max
     absmax = float(max(np.abs(x).max() for x in data))
     start = absmax / 4
-    tuner = Tuner(interp, weights, {"x": start}, {"x": absmax})
+    tuner = Tuner(interp, {"x": start}, {"x": absmax})
     for x in data:
         interp.run(weights, {"x": x}, observe=tuner.observe)
     wq = weight_fake_quant_ref(W)
@@ -180,7 +180,7 @@ def test_tune_matches_brute_force_and_keeps_the_largest(model):
 
 def test_tune_skips_tensors_already_at_absmax(model):
     _, interp, weights = model
-    tuner = Tuner(interp, weights, {"x": 2.0}, {"x": 2.0})
+    tuner = Tuner(interp, {"x": 2.0}, {"x": 2.0})
     assert tuner.evaluations == 0
     assert tuner.thresholds() == {}
 

@@ -11,6 +11,7 @@ statistics (a 2048-bucket histogram per tensor) stay.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,8 @@ from tpuc.calibration.stats import TensorStats
 from tpuc.interp.top_interpreter import Step, TopInterpreter
 
 Warn = Callable[[str], None]
-SampleInputs = Callable[[int], dict[str, np.ndarray]]
+SampleInputs = Callable[[Any], dict[str, np.ndarray]]
+"""Loads one sample (whatever `samples` holds) as input tensors by name."""
 
 
 class StatsCollector:
@@ -113,7 +115,7 @@ def tensor_order(interp: TopInterpreter) -> list[str]:
 def collect(
     interp: TopInterpreter,
     weights,
-    samples: Sequence[int],
+    samples: Sequence[Any],
     load: SampleInputs,
     *,
     bins: int,
@@ -122,7 +124,7 @@ def collect(
     progress: Callable[[Iterable, str], Iterable],
     warn: Warn,
 ) -> dict[str, TensorStats]:
-    """Statistics of every tensor over `samples` (loaded by `load(i)`)."""
+    """Statistics of every tensor over `samples` (each loaded by `load`)."""
     collector = StatsCollector(tensor_order(interp), bins, moments)
     for index in progress(samples, "statistics"):
         interp.run(weights, load(index), observe=collector.observe_range)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from tpuc.calibration.table import CaliEntry
 from tpuc.dialects import top
+from tpuc.dialects.base import TensorOp
 from tpuc.interp.top_interpreter import Step, activation_name
 
 Entries = dict[str, CaliEntry]
@@ -92,7 +93,4 @@ def apply_rules(steps: Iterable[Step], entries: Entries) -> Entries:
 
 
 def _fuses_relu(step: Step) -> bool:
-    try:
-        return bool(step.op.value("do_relu"))
-    except (KeyError, AttributeError):
-        return False
+    return isinstance(step.op, TensorOp) and bool(step.op.value("do_relu"))

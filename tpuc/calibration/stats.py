@@ -9,7 +9,7 @@ activation is kept from one sample to the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,7 +36,6 @@ class TensorStats:
     total_abs_dev: float = 0.0  # sum of |x - mean|, pass two
     hist: np.ndarray | None = None  # int64 counts, zeros excluded
     width: float = 0.0
-    extras: dict = field(default_factory=dict)
 
     @property
     def absmax(self) -> float:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tpuc.calibration.collect import SampleInputs
 from tpuc.dialects import top
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import Step, TopInterpreter, activation_name
@@ -47,7 +49,6 @@ UNTUNED = (top.InputOp, top.ArgOp, top.CompareOp, top.CompareConstOp, top.NotOp,
 class Candidate:
     """One (op, operand) pair being tuned and its candidate scores."""
 
-    step: int
     operand: int
     tensor: str
     thresholds: np.ndarray
@@ -60,14 +61,12 @@ class Tuner:
     def __init__(
         self,
         interp: TopInterpreter,
-        weights: Mapping[str, np.ndarray],
         thresholds: Mapping[str, float],
         absmax: Mapping[str, float],
         steps: int = 10,
     ):
-        self.interp = interp
         self.index = {step.op: i for i, step in enumerate(interp.steps)}
-        self.fake_weights = _fake_weights(interp.steps, weights)
+        self.fake_weights: dict[int, dict[int, np.ndarray]] = {}  # filled on first use
         self.candidates: dict[int, list[Candidate]] = {}
         for i, step in enumerate(interp.steps):
             tuned = self._candidates(i, step, thresholds, absmax, steps)
@@ -87,7 +86,7 @@ class Tuner:
             if not high > low:
                 continue  # nothing above the threshold to move to
             grid = low + (high - low) * np.arange(steps + 1) / steps
-            found.append(Candidate(i, j, name, grid, np.zeros(steps + 1)))
+            found.append(Candidate(j, name, grid, np.zeros(steps + 1)))
         return found
 
     @property
@@ -102,7 +101,9 @@ class Tuner:
             return
         kernel = KERNELS[type(step.op)]
         base = list(args)
-        for j, fake in self.fake_weights.get(i, {}).items():
+        if i not in self.fake_weights:
+            self.fake_weights[i] = _fake_weights(step, args)
+        for j, fake in self.fake_weights[i].items():
             base[j] = fake
         reference = [r for r in results if r is not None]
         for cand in tuned:
@@ -123,21 +124,14 @@ class Tuner:
         return chosen
 
 
-def _fake_weights(steps: Sequence[Step], weights) -> dict[int, dict[int, np.ndarray]]:
-    """Fake-quantized weight operands by step index and operand index."""
-    fakes: dict[int, dict[int, np.ndarray]] = {}
-    for i, step in enumerate(steps):
-        for j, axis in WEIGHT_AXES.get(type(step.op), {}).items():
-            if j >= len(step.operands):
-                continue
-            owner = step.operands[j].owner
-            if isinstance(owner, top.WeightOp) and owner.names[0] in weights:
-                array = np.asarray(weights[owner.names[0]], np.float32)
-                shape = step.operands[j].type.get_shape()
-                if array.size == int(np.prod(shape)):
-                    array = array.reshape(shape)
-                fakes.setdefault(i, {})[j] = fake_quant_per_channel(array, axis)
-    return fakes
+def _fake_weights(step: Step, args: list) -> dict[int, np.ndarray]:
+    """The op's weight operands (as the interpreter passed them) fake-quantized,
+    by operand index."""
+    return {
+        j: fake_quant_per_channel(args[j], axis)
+        for j, axis in WEIGHT_AXES.get(type(step.op), {}).items()
+        if j < len(args) and isinstance(step.operands[j].owner, top.WeightOp)
+    }
 
 
 def _distance(reference: list[np.ndarray], out) -> float:
@@ -156,15 +150,15 @@ def _distance(reference: list[np.ndarray], out) -> float:
 def tune(
     interp: TopInterpreter,
     weights: Mapping[str, np.ndarray],
-    samples: Sequence[int],
-    load: Callable[[int], dict[str, np.ndarray]],
+    samples: Sequence[Any],
+    load: SampleInputs,
     thresholds: Mapping[str, float],
     absmax: Mapping[str, float],
     progress: Callable[[Iterable, str], Iterable],
 ) -> dict[str, float]:
     """Tuned thresholds for the tensors that have a better one (others are
     left out: keep their current threshold)."""
-    tuner = Tuner(interp, weights, thresholds, absmax)
+    tuner = Tuner(interp, thresholds, absmax)
     if not tuner.candidates:
         return {}
     for index in progress(samples, "auto-tune"):
