@@ -2,7 +2,8 @@
 
 Every tensor the network computes takes the range the calibration table
 gives it, as a `!quant.calibrated<f32<min:max>>` element type: symmetric
-quantization uses [-threshold, threshold], asymmetric the table's
+quantization uses [-threshold, threshold] ([0, threshold] for tensors
+without negative values), asymmetric the table's
 [min, max] widened to contain 0 (a zero point must exist). Lowering reads
 only these types, never the table. Weights keep their float types: their
 scales come from the values themselves.
@@ -28,8 +29,8 @@ MAX_LISTED = 5
 
 def calibrated_range(entry, asymmetric: bool) -> tuple[float, float]:
     """The [min, max] a tensor is quantized over."""
-    if not asymmetric:
-        return -entry.threshold, entry.threshold
+    if not asymmetric:  # TPU-MLIR: unsigned when the tensor never goes negative
+        return (-entry.threshold if entry.min < 0 else 0.0), entry.threshold
     return min(entry.min, 0.0), max(entry.max, 0.0)
 
 

@@ -8,6 +8,8 @@ in tests/test_numerics.py.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -129,3 +131,97 @@ def bf16_bits(x) -> np.ndarray:
 def to_bf16(x) -> np.ndarray:
     """float32 → nearest bfloat16, returned as float32."""
     return (bf16_bits(x).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+# --- multiplier/rshift requantization (the TPU's integer rescale) -------------------------
+
+ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
+"""Rounding of a right shift: ties away from zero (the chip's default), ties
+toward +inf, ties to even, and floor (a plain arithmetic shift)."""
+
+
+def multiplier_rshift(scale: float, bits: int = 32) -> tuple[int, int]:
+    """A positive real scale as (multiplier, rshift) with scale ≈ M / 2^rshift
+    and M in [2^(bits−2), 2^(bits−1)): a signed `bits`-wide multiplier with
+    as many significant bits as it holds. rshift may be negative (a left
+    shift) for scales >= 2^(bits−1). For bits=32 this is TFLite's
+    QuantizeMultiplier with rshift = 31 − shift; 0.8 at 8 bits is (102, 7)."""
+    import math
+
+    if scale < 0 or not math.isfinite(scale):
+        raise ValueError(f"scale {scale} must be finite and non-negative")
+    if scale == 0:
+        return 0, 0
+    q, exponent = math.frexp(scale)
+    top = 1 << (bits - 1)
+    mantissa = int(round_half_away(np.float64(q * top)))
+    if mantissa == top:
+        mantissa, exponent = top >> 1, exponent + 1
+    rshift = bits - 1 - exponent
+    if rshift > 62:  # below what any int32 accumulator can show
+        return 0, 0
+    return mantissa, rshift
+
+
+def shared_rshift_multipliers(scales, bits: int) -> tuple[list[int], int]:
+    """Several scales on one rshift (add/sub inputs): the largest gets a full
+    `bits`-wide multiplier, the others as many bits as that rshift allows."""
+    scales = [float(s) for s in scales]
+    largest = max(abs(s) for s in scales)
+    _, rshift = multiplier_rshift(largest, bits)
+    limit = (1 << (bits - 1)) - 1
+    multipliers = []
+    for s in scales:
+        m = int(round_half_away(np.float64(math.ldexp(s, rshift)) if rshift >= 0 else s))
+        multipliers.append(max(-limit, min(limit, m)))
+    return multipliers, rshift
+
+
+def rounding_rshift(x, rshift, mode: str = "HalfAwayFromZero") -> np.ndarray:
+    """Integer x / 2^rshift rounded by `mode` (rshift <= 0 shifts left); int64."""
+    x = np.asarray(x, np.int64)
+    r = np.asarray(rshift, np.int64)
+    if np.all(r <= 0):
+        return x << (-r)
+    pos = np.maximum(r, 0)
+    left = x << np.maximum(-r, 0)
+    half = np.where(pos > 0, np.left_shift(np.int64(1), np.maximum(pos - 1, 0)), 0)
+    if mode == "HalfAwayFromZero":
+        magnitude = (np.abs(left) + half) >> pos
+        return np.where(left < 0, -magnitude, magnitude)
+    if mode == "HalfUp":
+        return (left + half) >> pos
+    if mode == "Down":
+        return left >> pos
+    if mode == "HalfToEven":
+        floor = left >> pos
+        rest = left - (floor << pos)
+        up = (rest > half) | ((rest == half) & (pos > 0) & ((floor & 1) == 1))
+        return floor + up
+    raise ValueError(f"unknown round mode '{mode}' (known: {', '.join(ROUND_MODES)})")
+
+
+def requantize(acc, multiplier, rshift, mode: str = "HalfAwayFromZero") -> np.ndarray:
+    """round(acc · multiplier / 2^rshift) in int64 (|acc|, |M| < 2^31 keep the
+    product exact). multiplier/rshift broadcast against acc (per channel)."""
+    product = np.asarray(acc, np.int64) * np.asarray(multiplier, np.int64)
+    return rounding_rshift(product, rshift, mode)
+
+
+def saturate(q, qmin: int, qmax: int) -> np.ndarray:
+    """Integers clamped to the storage range, as float32 (how the TPU
+    interpreter holds 8-bit tensors)."""
+    return np.clip(q, qmin, qmax).astype(np.float32)
+
+
+def quantize(x, scale: float, zero_point: int, qmin: int, qmax: int) -> np.ndarray:
+    """float -> stored integers: clamp(round_half_away(x / scale) + zp), float32."""
+    q = round_half_away(np.divide(x, np.float32(scale), dtype=np.float32))
+    q += np.float32(zero_point)
+    return np.clip(q, qmin, qmax, out=q)
+
+
+def dequantize(q, scale: float, zero_point: int) -> np.ndarray:
+    """Stored integers -> real values: scale · (q − zp) in float32."""
+    q = np.asarray(q, np.float32)
+    return (q - np.float32(zero_point)) * np.float32(scale)

@@ -1,5 +1,6 @@
 // import-calibration-table gives every computed tensor its calibrated range:
-// [-threshold, threshold] when symmetric, [min, max] (widened to hold 0) when
+// [-threshold, threshold] when symmetric ([0, threshold] for tensors with no
+// negative values, as TPU-MLIR), [min, max] (widened to hold 0) when
 // asymmetric; weights keep f32 and the module moves to TOP_CALIBRATED.
 // RUN: tpuc-opt %s -p 'import-calibration-table{file="%S/Inputs/small_cali_table"}' | filecheck %s --check-prefix=SYM
 // RUN: tpuc-opt %s -p 'import-calibration-table{file="%S/Inputs/small_cali_table" asymmetric=true}' | filecheck %s --check-prefix=ASYM
@@ -8,11 +9,11 @@
 // RUN: tpuc-opt %s -p 'import-calibration-table{file="%S/Inputs/small_cali_table"}' | not tpuc-opt -p 'import-calibration-table{file="%S/Inputs/small_cali_table"}' 2>&1 | filecheck %s --check-prefix=TWICE
 
 // SYM:      module.state = "TOP_CALIBRATED"
-// SYM:      func.func @main(%{{.*}}: tensor<1x2xf32>) -> tensor<1x2x!quant.calibrated<f32<-1.0:1.0>>>
+// SYM:      func.func @main(%{{.*}}: tensor<1x2xf32>) -> tensor<1x2x!quant.calibrated<f32<0.0:1.0>>>
 // SYM:        "top.Input"{{.*}} -> tensor<1x2x!quant.calibrated<f32<-2.0:2.0>>>
 // SYM:        "top.Weight"() {name = "w"{{.*}} : () -> tensor<2x2xf32>
-// SYM:        "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<-4.0:4.0>>>
-// SYM:        "top.Sigmoid"{{.*}} -> tensor<1x2x!quant.calibrated<f32<-1.0:1.0>>>
+// SYM:        "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:4.0>>>
+// SYM:        "top.Sigmoid"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:1.0>>>
 // ASYM:       "top.Input"{{.*}} -> tensor<1x2x!quant.calibrated<f32<-1.5:2.0>>>
 // ASYM:       "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:5.0>>>
 // ASYM:       "top.Sigmoid"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:1.0>>>

@@ -1,0 +1,99 @@
+"""TPU ops that mirror a TOP op: same operands, results and attributes.
+
+A lowered op keeps the meaning of its TOP source (pads, axes, fused relu …),
+so the float kernels run it unchanged and the lowering copies attributes
+one to one; the TPU op only adds what the chip needs (requant parameters).
+The mirror is built from the TOP op's IRDL definition, not by subclassing,
+so `isinstance(op, top.ConvOp)` never matches a TPU op.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.irdl import (
+    AttributeDef,
+    IRDLOperation,
+    OperandDef,
+    OptAttributeDef,
+    OptOperandDef,
+    VarOperandDef,
+    VarResultDef,
+    irdl_op_definition,
+    opt_attr_def,
+    operand_def,
+    opt_operand_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl.constraints import RangeLengthConstraint, RangeOf
+from xdsl.traits import Pure
+
+from tpuc.dialects.base import TensorOp
+
+INHERITED = ("name", "result_names")  # declared by TensorOp itself
+
+
+def _single(constr: Any) -> Any:
+    """The element constraint of a single operand/result definition."""
+    if isinstance(constr, RangeLengthConstraint):
+        constr = constr.constraint
+    return constr.constr if isinstance(constr, RangeOf) else constr
+
+
+def _operand_field(definition: Any) -> Any:
+    if isinstance(definition, VarOperandDef) and not isinstance(definition, OptOperandDef):
+        return var_operand_def(_single(definition.constr))
+    if isinstance(definition, OptOperandDef):
+        return opt_operand_def(_single(definition.constr))
+    assert isinstance(definition, OperandDef)
+    return operand_def(_single(definition.constr))
+
+
+def _result_field(definition: Any) -> Any:
+    if isinstance(definition, VarResultDef):
+        return var_result_def(_single(definition.constr))
+    return result_def(_single(definition.constr))
+
+
+def _attribute_field(definition: AttributeDef) -> Any:
+    default = getattr(definition, "default_value", None)
+    return opt_attr_def(definition.constr, default)
+
+
+def mirror_fields(source: type[IRDLOperation]) -> dict[str, Any]:
+    """Field definitions (operands, results, attributes) of a TOP op, as a
+    class body for a new op. Every attribute becomes optional with the
+    source's default."""
+    definition = source.get_irdl_definition()
+    fields: dict[str, Any] = {}
+    for key, operand in definition.operands:
+        fields[key] = _operand_field(operand)
+    for key, result in definition.results:
+        fields[key] = _result_field(result)
+    for key, attribute in definition.attributes.items():
+        if key in INHERITED:
+            continue
+        assert isinstance(attribute, AttributeDef | OptAttributeDef)
+        fields[key] = _attribute_field(attribute)
+    return fields
+
+
+def tpu_op(
+    name: str,
+    source: type[IRDLOperation] | None,
+    doc: str,
+    **extra: Any,
+) -> type[TensorOp]:
+    """Define the op `tpu.<name>`: the fields of `source` (a TOP op) plus
+    `extra` field definitions."""
+    fields = mirror_fields(source) if source is not None else {}
+    fields.update(extra)
+    fields["name"] = f"tpu.{name}"
+    fields["__doc__"] = doc
+    fields["__module__"] = __name__
+    fields.setdefault("traits", traits_def(Pure()))
+    cls = type(f"{name}Op", (TensorOp,), fields)
+    return irdl_op_definition(cls)
