@@ -15,6 +15,8 @@ PASSES: dict[str, tuple[str, str]] = {
     "shape-infer": ("tpuc.passes.shape_infer", "ShapeInferPass"),
     "canonicalize": ("tpuc.passes.canonicalize", "CanonicalizePass"),
     "import-calibration-table": ("tpuc.passes.import_calibration", "ImportCalibrationTablePass"),
+    "processor-assign": ("tpuc.passes.processor_assign", "ProcessorAssignPass"),
+    "convert-top-to-tpu": ("tpuc.passes.lowering.convert", "ConvertTopToTpuPass"),
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
 }

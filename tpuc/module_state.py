@@ -60,9 +60,11 @@ def require_state(module: ModuleOp, step: str, *allowed: ModuleState) -> None:
     raise TpucError(f"{step}: module is in state {found}, needs {wanted}; {hint}")
 
 
-def advance_state(module: ModuleOp, new: ModuleState) -> None:
-    """Move to the next state; skipping or going back is a bug in a pass."""
+def advance_state(module: ModuleOp, new: ModuleState, skip: bool = False) -> None:
+    """Move to the next state (with `skip`, to any later one: float lowering
+    needs no calibration); going back is a bug in a pass."""
     found = state_of(module)
-    if found is not None and ORDER.index(new) != ORDER.index(found) + 1:
+    step = ORDER.index(new) - ORDER.index(found) if found is not None else 1
+    if step < 1 or (step > 1 and not skip):
         raise TpucError(f"cannot move module from state {found} to {new}")
     module.attributes["module.state"] = StringAttr(new)

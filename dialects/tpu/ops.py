@@ -208,8 +208,7 @@ RequantIntAxisOp = tpu_op(
 RequantFpOp = tpu_op(
     "RequantFp",
     None,
-    "Integer rescale through a float32 scale: "
-    "clamp(round((q − Z_in)·scale) + Z_out).",
+    "Integer rescale through a float32 scale: clamp(round((q − Z_in)·scale) + Z_out).",
     input=operand_def(AnyTensor),
     output=result_def(AnyTensor),
     scale=real(1.0),
