@@ -37,9 +37,9 @@ def op_modes(ops: list[TensorOp], default: str, qtable: dict[str, str], chip: Ch
     for op in ops:
         mode = qtable.get(op.names[0], default)
         chip.check_mode(mode)
-        if mode == "INT8" and find_rule(type(op), mode, chip) is None:
+        if mode == "INT8" and find_rule(op, mode, chip) is None:
             mode = chip.float_fallback
-        if find_rule(type(op), mode, chip) is None:
+        if find_rule(op, mode, chip) is None:
             unsupported.setdefault(op.name, []).append(op.names[0])
         modes[op] = mode
     if unsupported:
@@ -123,7 +123,7 @@ def _read_qtable(path: str, module: ModuleOp) -> dict[str, str]:
 
 
 def _lower_one(state: LoweringState, op: TensorOp, mode: str) -> None:
-    rule = find_rule(type(op), mode, state.chip)
+    rule = find_rule(op, mode, state.chip)
     assert rule is not None  # op_modes checked
     lw = Lowering(state, op, mode)
     built = rule(lw)

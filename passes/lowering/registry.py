@@ -22,33 +22,43 @@ Rule = Callable[["Lowering"], Operation | Sequence[Operation]]
 """Builds the TPU op(s) for `lowering.op`; the last op's results replace
 the TOP op's results."""
 
-RULES: dict[tuple[type[Operation], str, str | None], Rule] = {}
+Applies = Callable[[Operation], bool]
+"""Whether a rule can lower this particular op (e.g. AvgPool only when every
+window has the same size); when it cannot, INT8 falls back to float."""
+
+RULES: dict[tuple[type[Operation], str, str | None], tuple[Rule, Applies | None]] = {}
 
 
 def lowering(
-    *op_classes: type[Operation], modes: Iterable[str], family: str | None = None
+    *op_classes: type[Operation],
+    modes: Iterable[str],
+    family: str | None = None,
+    when: Applies | None = None,
 ) -> Callable[[Rule], Rule]:
     """Register `fn` as the rule of each op class in each mode (for every
-    chip, or only for chips of `family`)."""
+    chip, or only for chips of `family`), for the ops `when` accepts."""
     modes = tuple(modes)
 
     def register(fn: Rule) -> Rule:
         for cls in op_classes:
             for mode in modes:
-                RULES[(cls, mode, family)] = fn
+                RULES[(cls, mode, family)] = (fn, when)
         return fn
 
     return register
 
 
-def find_rule(op_class: type[Operation], mode: str, chip: Chip) -> Rule | None:
-    """The chip family's rule if there is one, else the generic rule."""
+def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
+    """The chip family's rule if there is one, else the generic rule; None
+    when neither exists or accepts `op`."""
     _load_rules()
-    return RULES.get((op_class, mode, chip.family)) or RULES.get((op_class, mode, None))
-
-
-def has_int8_rule(op_class: type[Operation], chip: Chip) -> bool:
-    return find_rule(op_class, "INT8", chip) is not None
+    for family in (chip.family, None):
+        entry = RULES.get((type(op), mode, family))
+        if entry is None:
+            continue
+        rule, applies = entry
+        return rule if applies is None or applies(op) else None
+    return None
 
 
 _LOADED = False
@@ -69,4 +79,4 @@ def _load_rules() -> None:
 RULE_MODULES = ["tpuc.passes.lowering.float_rules"]
 """Modules whose import registers lowering rules."""
 
-__all__ = ["FLOAT_MODES", "RULES", "Rule", "find_rule", "has_int8_rule", "lowering"]
+__all__ = ["FLOAT_MODES", "RULES", "Rule", "find_rule", "lowering"]

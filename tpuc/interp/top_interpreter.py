@@ -22,6 +22,7 @@ from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
+from tpuc.interp.kernels.registry import Kernel
 from tpuc.interp.kernels.runtime import Runtime
 
 
@@ -55,7 +56,9 @@ class Step:
     """One op with what the interpreter needs to know about it, resolved once:
     result names and declared shapes, and which values stop being needed."""
 
-    __slots__ = ("op", "operands", "results", "names", "shapes", "dying", "unused", "leaf")
+    __slots__ = (
+        "op", "operands", "results", "names", "shapes", "dying", "unused", "leaf", "kernel",
+    )  # fmt: skip
 
     def __init__(self, op: Operation, index: int, last_use: dict[SSAValue, int]):
         self.op = op
@@ -67,6 +70,7 @@ class Step:
         # operands read for the last time here, and results nobody reads
         self.dying = list(dict.fromkeys(v for v in self.operands if last_use[v] == index))
         self.unused = [v for v in self.results if last_use.get(v, -1) <= index]
+        self.kernel: Kernel | None = None  # bound by the interpreter
 
     def donors(self) -> list[SSAValue]:
         """Dying operands a kernel produced (others are caller-owned arrays)."""
@@ -135,9 +139,19 @@ class TopInterpreter:
         self.donors = [step.donors() for step in self.steps]
         self.placements = concat_placements(self.steps, self.returned)
         self.inputs = [op for op in self.ops if isinstance(op, top.InputOp)]
+        self._bind_kernels()
+
+    title = "TOP interpreter"  # the progress bar's label
+
+    def _bind_kernels(self) -> None:
+        """Give each computing step its kernel; one error names every op
+        without one (subclasses pick kernels from their own registries)."""
         missing = sorted({op.name for op in self.ops if not _leaf(op) and type(op) not in KERNELS})
         if missing:
             raise TpucError(f"the TOP interpreter has no kernel for: {', '.join(missing)}")
+        for step in self.steps:
+            if not step.leaf:
+                step.kernel = KERNELS[type(step.op)]
 
     def _last_uses(self) -> dict[SSAValue, int]:
         """Index of the last op reading each value (returned values: never freed)."""
@@ -178,7 +192,7 @@ class TopInterpreter:
         dumped: dict[str, np.ndarray] = {}
         arena = self.runtime.arena
         concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
-        for i, step in enumerate(_progress(self.steps, progress)):
+        for i, step in enumerate(_progress(self.steps, progress, self.title)):
             if not dump_all:
                 arena.place(self._place(i, step, concats))
                 arena.pick_donors(env, self.donors[i])
@@ -234,7 +248,7 @@ class TopInterpreter:
             return [self._input(op, step.shapes[0], inputs)]
         args = [env[v] for v in step.operands]
         try:
-            result = KERNELS[type(op)](op, args)
+            result = step.kernel(op, args)
         except TpucError:
             raise
         except Exception as exc:  # a numpy error inside a kernel: name the op
@@ -289,12 +303,12 @@ class TopInterpreter:
         return array
 
 
-def _progress(steps: list[Step], enabled: bool) -> Iterable[Step]:
+def _progress(steps: list[Step], enabled: bool, title: str = "TOP interpreter") -> Iterable[Step]:
     if not enabled:
         return steps
     from tqdm import tqdm
 
-    return tqdm(steps, desc="TOP interpreter", unit="op", leave=False)
+    return tqdm(steps, desc=title, unit="op", leave=False)
 
 
 def run_top(
