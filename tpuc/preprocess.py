@@ -146,8 +146,9 @@ def image_layout(shape: Sequence[int], channel_format: str) -> tuple[int, int, i
 
 
 def per_channel(values: Sequence[float], channels: int, flag: str, input_name: str) -> list[float]:
-    """One value per channel: a single value is repeated, extra ones dropped."""
-    if len(values) == 1:
+    """One value per channel: a single value (or all-equal values, such as
+    the default 0,0,0) is repeated, extra ones dropped."""
+    if len(set(values)) == 1:
         return [float(values[0])] * channels
     if len(values) < channels:
         raise TpucError(

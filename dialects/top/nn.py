@@ -205,6 +205,12 @@ class LSTMOp(RecurrentOp):
     Y_h and Y_c [dirs, batch, hidden]."""
 
     name = "top.LSTM"
+    # all operands again, in order: xDSL lists a subclass's own fields first
+    input = operand_def(AnyTensor)
+    filter = operand_def(AnyTensor)
+    recurrence = operand_def(AnyTensor)
+    bias = operand_def(TensorOrNone)
+    initial_h = operand_def(TensorOrNone)
     initial_c = operand_def(TensorOrNone)
     y = result_def(AnyTensor)
     y_h = result_def(AnyTensor)
