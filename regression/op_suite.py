@@ -92,9 +92,11 @@ CASES: list[Case] = [
     Case("MaxPool", {"x": X}, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     Case("GlobalAveragePool", {"x": X}),
     Case("GlobalMaxPool", {"x": X}),
-    Case("BatchNormalization", {"x": X, "s": _w(4) + 1, "b": _w(4), "m": _w(4), "v": np.abs(_w(4)) + 0.5}),
+    Case("BatchNormalization",
+         {"x": X, "s": _w(4) + 1, "b": _w(4), "m": _w(4), "v": np.abs(_w(4)) + 0.5}),
     Case("InstanceNormalization", {"x": X, "s": _w(4) + 1, "b": _w(4)}),
-    Case("GroupNormalization", {"x": X, "s": _w(4) + 1, "b": _w(4)}, {"num_groups": 2}, opset=21),
+    Case("GroupNormalization", {"x": X, "s": _w(4) + 1, "b": _w(4)}, {"num_groups": 2},
+         opset=21),
     Case("LayerNormalization", {"x": [2, 3, 8], "s": _w(8) + 1, "b": _w(8)}, {"axis": -1}, opset=17),
     Case("LRN", {"x": X}, {"size": 3}),
     Case("Add", {"x": X, "y": X}),
@@ -166,8 +168,10 @@ CASES: list[Case] = [
     Case("Greater", {"x": [2, 8], "y": [2, 8]}, int8_tolerance=COARSE, out_types=(BOOL,)),
     Case("Equal", {"x": np.array([1.0, 2.0, 3.0], np.float32), "y": [3]}, int8_tolerance=COARSE,
          out_types=(BOOL,)),
-    Case("LSTM", {"x": [3, 1, 4], "w": _w(1, 20, 4), "r": _w(1, 20, 5)}, {"hidden_size": 5}, outputs=3),
-    Case("GRU", {"x": [3, 1, 4], "w": _w(1, 15, 4), "r": _w(1, 15, 5)}, {"hidden_size": 5}, outputs=2),
+    Case("LSTM", {"x": [3, 1, 4], "w": _w(1, 20, 4), "r": _w(1, 20, 5)}, {"hidden_size": 5},
+         outputs=3),
+    Case("GRU", {"x": [3, 1, 4], "w": _w(1, 15, 4), "r": _w(1, 15, 5)}, {"hidden_size": 5},
+         outputs=2),
 ]  # fmt: skip
 
 

@@ -57,8 +57,16 @@ class Step:
     result names and declared shapes, and which values stop being needed."""
 
     __slots__ = (
-        "op", "operands", "results", "names", "shapes", "dying", "unused", "leaf", "kernel",
-    )  # fmt: skip
+        "op",
+        "operands",
+        "results",
+        "names",
+        "shapes",
+        "dying",
+        "unused",
+        "leaf",
+        "kernel",
+    )
 
     def __init__(self, op: Operation, index: int, last_use: dict[SSAValue, int]):
         self.op = op
@@ -128,6 +136,8 @@ class TopInterpreter:
     always lets BLAS thread; N >= 1 uses N kernel threads, BLAS pinned to one.
     Results are the same either way."""
 
+    title = "TOP interpreter"  # the progress bar's label
+
     def __init__(self, module: ModuleOp, threads: int | None = None):
         self.runtime = Runtime(threads)
         body = main_function(module).body.block
@@ -140,8 +150,6 @@ class TopInterpreter:
         self.placements = concat_placements(self.steps, self.returned)
         self.inputs = [op for op in self.ops if isinstance(op, top.InputOp)]
         self._bind_kernels()
-
-    title = "TOP interpreter"  # the progress bar's label
 
     def _bind_kernels(self) -> None:
         """Give each computing step its kernel; one error names every op

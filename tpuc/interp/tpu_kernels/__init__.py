@@ -1,0 +1,17 @@
+"""Kernels of the TPU dialect, keyed by (op class, kind): see `registry`.
+
+Importing this package registers every kernel family in `TPU_KERNELS`.
+`data_ops` claims the Max/Min modes of tpu.Pool2D and tpu.Reduce and hands
+the other modes to the int kernel registered before it: import it after the
+compute kernels (alphabetical order does).
+"""
+
+# coordinator: add `compute` to this list (before data_ops) once compute.py exists.
+from tpuc.interp.tpu_kernels import (  # noqa: F401  (imported to register kernels)
+    cast_ops,
+    data_ops,
+    float_ops,
+)
+from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, kind_of, tpu_kernel
+
+__all__ = ["TPU_KERNELS", "kind_of", "tpu_kernel"]
