@@ -1,0 +1,167 @@
+"""The TPU interpreter: runs `func @main` of a TPU module with the chip's arithmetic.
+
+It is the TOP interpreter (same walk, memory reuse and error reporting) with
+two differences: kernels come from `TPU_KERNELS` by (op class, kind), kind
+"int" for a quantized result, "float" otherwise; and each value is held as
+the chip holds it (see dialects/tpu/ops.py): float32 arrays of f16/bf16
+values, or of the STORED integers q of quantized tensors. Weights are decoded
+from the npz by their declared element type; `real_values` turns outputs
+back into real numbers S·(q − Z).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    IntegerType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute
+
+from tpuc.dialects import top
+from tpuc.dialects.quant import QuantizedType, UniformQuantizedType
+from tpuc.errors import TpucError
+from tpuc.interp.kernels import KERNELS
+from tpuc.interp.top_interpreter import TopInterpreter
+from tpuc.interp.tpu_kernels import TPU_KERNELS, kind_of
+from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
+from tpuc.interp.tpu_kernels.float_ops import rounded
+from tpuc.interp.tpu_kernels.registry import element_of
+from tpuc.numerics import bf16_bits
+
+
+def _width(element: Attribute) -> int | None:
+    """Bit width of an integer or quantized element type (None for floats)."""
+    if isinstance(element, IntegerType):
+        return element.width.data
+    if isinstance(element, QuantizedType):
+        return element.storage_width
+    return None
+
+
+def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
+    """npz data -> the interpreter's arrays: 8/16-bit integers as float32,
+    wider integers (i32 biases) as float64 (exact), f16 (float16 arrays) and
+    bf16 (uint16 bit patterns) as float32, f32 as float32."""
+    raw = np.asarray(raw)
+    width = _width(element)
+    if width is not None:
+        if raw.dtype.kind not in "iub":
+            raise TpucError(f"weight '{name}' is declared {element} but holds {raw.dtype} data")
+        return raw.astype(np.float32 if width <= 16 else np.float64)
+    if isinstance(element, Float16Type):
+        if raw.dtype != np.float16:
+            raise TpucError(f"weight '{name}' is declared f16 but holds {raw.dtype}, not float16")
+        return raw.astype(np.float32)
+    if isinstance(element, BFloat16Type):
+        if raw.dtype != np.uint16:
+            raise TpucError(
+                f"weight '{name}' is declared bf16 but holds {raw.dtype}, not uint16 bit patterns"
+            )
+        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(raw, dtype=np.float32)
+
+
+def inline_weight(op: top.WeightOp, element: Attribute) -> np.ndarray | None:
+    """A weight's inline `value` (tiny test modules) as npz would hold it."""
+    inline = op.attributes.get("value")
+    if not isinstance(inline, DenseIntOrFPElementsAttr):
+        return None
+    shape = tuple(inline.get_shape() or ())
+    values = inline.get_values()
+    if _width(element) is not None:
+        return np.asarray(values, np.int64).reshape(shape)
+    array = np.asarray(values, np.float32).reshape(shape)
+    if isinstance(element, Float16Type):
+        return array.astype(np.float16)
+    if isinstance(element, BFloat16Type):
+        return bf16_bits(array)
+    return array
+
+
+class TpuInterpreter(TopInterpreter):
+    """A TPU module prepared for repeated runs; `run` returns stored values
+    (see the module docstring), `real_values` their real meaning."""
+
+    title = "TPU interpreter"
+
+    def __init__(self, module: ModuleOp, threads: int | None = None):
+        super().__init__(module, threads)
+        self.elements: dict[str, Attribute] = {}  # tensor name -> element type
+        for step in self.steps:
+            for name, value in zip(step.names, step.results, strict=True):
+                self.elements[name] = element_of(value)
+
+    def _bind_kernels(self) -> None:
+        """TPU_KERNELS by (class, kind); a TOP op in float falls back to its
+        TOP kernel (rounded to its type). One error lists every op without."""
+        missing: dict[str, None] = {}
+        for step in self.steps:
+            if step.leaf:
+                continue
+            op, kind = step.op, kind_of(step.op)
+            fn = TPU_KERNELS.get((type(op), kind))
+            if fn is None and kind == "float" and type(op) in KERNELS:
+                fn = rounded(KERNELS[type(op)])
+            if fn is None:
+                missing[f"{op.name} ({kind})"] = None
+            step.kernel = fn
+        if missing:
+            raise TpucError(f"the TPU interpreter has no kernel for: {', '.join(sorted(missing))}")
+
+    @staticmethod
+    def _weight(op: top.WeightOp, expected, weights: Mapping[str, np.ndarray]) -> np.ndarray:
+        name = op.names[0]
+        element = element_of(op.results[0])
+        raw = inline_weight(op, element)
+        if raw is None:
+            if name not in weights:
+                raise TpucError(f"weight '{name}' is missing from the weight file")
+            raw = weights[name]
+        array = decode_weight(name, element, raw)
+        if expected is not None and array.shape != expected:
+            if array.size != math.prod(expected):
+                raise TpucError(
+                    f"weight '{name}' has shape {list(array.shape)}, the IR declares "
+                    f"{list(expected)}"
+                )
+            array = array.reshape(expected)
+        return array
+
+    @staticmethod
+    def _input(op: top.InputOp, expected, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Real input values, stored in the input's type (normally f32)."""
+        array = TopInterpreter._input(op, expected, inputs)
+        return from_real(array, element_of(op.results[0]))
+
+    def real_values(self, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs of `run` as real float32 values: S·(q − Z) for quantized
+        tensors (by their IR types), float tensors as they are."""
+        real = {}
+        for name, array in outputs.items():
+            element = self.elements.get(name)
+            if isinstance(element, UniformQuantizedType):
+                real[name] = to_real(array, element)
+            else:
+                real[name] = np.asarray(array, np.float32)
+        return real
+
+
+def run_tpu(
+    module: ModuleOp,
+    weights: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
+    dump_all: bool = False,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Run `func @main` of a TPU module; return REAL values by tensor name
+    (quantized tensors dequantized; with `dump_all`, every tensor)."""
+    interpreter = TpuInterpreter(module)
+    outputs = interpreter.run(weights, inputs, dump_all=dump_all, progress=progress)
+    return interpreter.real_values(outputs)

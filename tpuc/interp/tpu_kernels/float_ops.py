@@ -1,0 +1,86 @@
+"""The "float" kind of the TPU ops: TOP's float kernel, rounded to the result type.
+
+A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
+carries the same attributes) and then rounds each result to its element
+type, as the chip stores it. f32 results pass through untouched, so an F32
+TPU module reproduces the TOP interpreter bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
+from xdsl.ir import Attribute
+
+from tpuc.dialects import top, tpu
+from tpuc.errors import TpucError
+from tpuc.interp.kernels import KERNELS
+from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
+from tpuc.interp.tpu_kernels.registry import element_of, tpu_kernel
+from tpuc.numerics import to_bf16, to_f16
+
+ROUNDERS: dict[type[Attribute], Callable[[Array], Array]] = {
+    Float16Type: to_f16,
+    BFloat16Type: to_bf16,
+}
+"""Float element type -> its rounding of float32 values (others: unchanged)."""
+
+
+def round_float(x: Array, element: Attribute) -> Array:
+    """float32 values rounded to the float type `element` (f32: as is)."""
+    rounder = ROUNDERS.get(type(element))
+    return x if rounder is None else rounder(x)
+
+
+def round_results(op, result: KernelResult) -> KernelResult:
+    """Each result rounded to the element type of its own result value."""
+    if isinstance(result, tuple):
+        return tuple(round_float(r, element_of(v)) for r, v in zip(result, op.results, strict=True))
+    return round_float(result, element_of(op.results[0]))
+
+
+def rounded(fn: Kernel) -> Kernel:
+    """The TPU float kernel computing as `fn` (a TOP kernel) does."""
+
+    def run(op, args: list[Array | None]) -> KernelResult:
+        return round_results(op, fn(op, args))
+
+    run.__doc__ = f"{fn.__name__}, rounded to the result types."
+    return run
+
+
+def _register_mirrors() -> None:
+    """Every mirror whose TOP source has a kernel (the others stay missing,
+    so the interpreter names them when it is built)."""
+    for top_cls, tpu_cls in tpu.MIRRORS.items():
+        fn = KERNELS.get(top_cls)
+        if fn is not None:
+            tpu_kernel(tpu_cls, kinds=("float",))(rounded(fn))
+
+
+_register_mirrors()
+
+POOL_MODES: dict[str, type] = {"Max": top.MaxPoolOp, "Avg": top.AvgPoolOp}
+
+
+def by_mode(op, table: dict[str, type], key: str) -> Kernel:
+    """The TOP kernel of the class `table[op.<key>]`; a TpucError naming the
+    op when the mode is unknown."""
+    mode = op.value(key)
+    cls = table.get(mode)
+    if cls is None:
+        raise TpucError(
+            f"{op.name} '{op.names[0]}': unknown {key} {mode!r} (known: {', '.join(table)})"
+        )
+    return KERNELS[cls]
+
+
+@tpu_kernel(tpu.Pool2DOp, kinds=("float",))
+def pool2d(op, args: list[Array]) -> Array:
+    return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
+
+
+@tpu_kernel(tpu.ActiveOp, kinds=("float",))
+def active(op, args: list[Array]) -> Array:
+    return round_results(op, by_mode(op, tpu.ACTIVE_MODES, "mode")(op, args))
