@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuc.tools import model_runner, model_transform, npz_tool, run_calibration
+from tpuc.tools import model_deploy, model_runner, model_transform, npz_tool, run_calibration
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
@@ -20,6 +20,7 @@ def parsers():
     yield "model_transform.py", model_transform.build_parser()
     yield "model_runner.py", model_runner.build_parser()
     yield "run_calibration.py", run_calibration.build_parser()
+    yield "model_deploy.py", model_deploy.build_parser()
     top = npz_tool.build_parser()
     yield "npz_tool.py", top
     for action in top._actions:

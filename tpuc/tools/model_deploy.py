@@ -1,0 +1,366 @@
+"""model_deploy.py: lower a TOP module for a chip and check it (part 1: no bmodel).
+
+Steps (each announced on one line):
+1. check the request: files, tolerance, chip and modes (from the chip's
+   data), the module's state, INT8 without a calibration table;
+2. lower: import-calibration-table (with --calibration_table),
+   processor-assign, convert-top-to-tpu, canonicalize ->
+   `<name>_<chip>_<mode>[_sym|_asym]_tpu.mlir` and its `_tpu_weight.npz`;
+3. with --test_input: run the TPU interpreter -> `<prefix>_tpu_outputs.npz`
+   (real values), compare with --test_reference (default: the TOP
+   interpreter on the same input) and, on failure, name the first layer in
+   graph order below --tolerance.
+All files go next to --model and are written together; a bad request leaves
+nothing behind. The bmodel itself comes with a later version.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuc.chips import CHIPS, MODES
+from tpuc.errors import TpucError, run_cli
+from tpuc.tools.cli import existing_file, make_parser, parse_list
+
+if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
+    from tpuc.compare import Tolerance
+    from tpuc.deploy import Verification
+
+PROG = "model_deploy.py"
+EPILOG = (
+    "Outputs, next to --model: <name>_<chip>_<mode>[_sym|_asym]_tpu.mlir (_sym/_asym for INT8) "
+    "and its _tpu_weight.npz; with --test_input also <prefix>_tpu_outputs.npz (real values of the "
+    "TPU interpreter); with --debug and a calibration table also <prefix>_top_calibrated.mlir. "
+    "Exit status 1 on a bad request (nothing is written) or when the TPU module differs from the "
+    "reference (files are kept; the first layer below --tolerance is named). The bmodel step is "
+    "not available yet: --model is not written."
+)
+MAX_FAILURE_LINES = 10
+
+
+def build_parser():
+    parser = make_parser(
+        PROG,
+        "Lower a TOP module to the TPU dialect for one chip and quantize mode and, with "
+        "--test_input, check the TPU interpreter against the TOP results.",
+        EPILOG,
+    )
+    parser.add_argument("--mlir", required=True, help="TOP .mlir from model_transform.py")
+    parser.add_argument(
+        "--chip",
+        "--processor",
+        required=True,
+        type=str.lower,
+        choices=list(CHIPS),
+        metavar="CHIP",
+        help="target chip: " + ", ".join(CHIPS),
+    )
+    parser.add_argument(
+        "--quantize",
+        required=True,
+        type=str.upper,
+        choices=list(MODES),
+        metavar="MODE",
+        help="default quantize mode: " + ", ".join(MODES) + " (any case)",
+    )
+    parser.add_argument(
+        "--asymmetric", action="store_true", help="INT8 with zero points (bm168x chips only)"
+    )
+    parser.add_argument(
+        "--calibration_table", help="calibration table from run_calibration.py (needed by INT8)"
+    )
+    parser.add_argument(
+        "--quantize_table", help="qtable: 'layer_name MODE' lines overriding --quantize per layer"
+    )
+    parser.add_argument(
+        "--tolerance", default="0.8,0.5", help="minimum cosine,euclid similarity (0.8,0.5)"
+    )
+    parser.add_argument(
+        "--test_input",
+        help="<name>_in_f32.npz, .npy or image to verify with; comma-separated, one per input",
+    )
+    parser.add_argument(
+        "--test_reference",
+        help="npz of TOP tensors to compare with, usually <name>_top_outputs.npz "
+        "(default: run the TOP interpreter)",
+    )
+    parser.add_argument(
+        "--compare_all", action="store_true", help="save and compare every tensor, not only outputs"
+    )
+    parser.add_argument("--excepts", default="", help="comma-separated tensors not compared")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="output bmodel; every file is written in its folder (the bmodel itself: later)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="keep intermediate files (<prefix>_top_calibrated.mlir); per-tensor lines",
+    )
+    parser.add_argument(
+        "--skip_validation",
+        action="store_true",
+        help="skip checking the bmodel against the TPU module (no bmodel yet)",
+    )
+    return parser
+
+
+@dataclass(frozen=True)
+class Request:
+    """A checked model_deploy request and the files it reads."""
+
+    mlir: Path
+    chip: str
+    mode: str
+    asymmetric: bool
+    cali_table: Path | None
+    qtable: Path | None
+    tolerance: Tolerance
+    test_input: list[str]
+    test_reference: Path | None
+    compare_all: bool
+    excepts: list[str]
+    model: Path
+    debug: bool
+
+    @property
+    def folder(self) -> Path:
+        return self.model.parent
+
+    def inputs(self) -> list[Path]:
+        """Every file the run reads: never overwritten."""
+        files = [self.mlir, self.cali_table, self.qtable, self.test_reference]
+        return [p for p in files if p is not None] + [Path(p) for p in self.test_input]
+
+
+def check_request(args) -> Request:
+    """Everything that can be checked before the module is read."""
+    from tpuc.compare import Tolerance
+
+    def optional(value: str | None, flag: str) -> Path | None:
+        return existing_file(value, flag) if value is not None else None
+
+    test_input = parse_list(args.test_input)
+    for path in test_input:
+        existing_file(path, "--test_input")
+    if args.test_reference is not None and not test_input:
+        raise TpucError("--test_reference needs --test_input (the input it was computed on)")
+    qtable = optional(args.quantize_table, "--quantize_table")
+    _check_target(args, qtable)
+    model = Path(args.model)
+    if model.is_dir():
+        raise TpucError(f"--model {args.model}: is a folder, not a bmodel file name")
+    return Request(
+        mlir=existing_file(args.mlir, "--mlir"),
+        chip=args.chip,
+        mode=args.quantize,
+        asymmetric=bool(args.asymmetric),
+        cali_table=optional(args.calibration_table, "--calibration_table"),
+        qtable=qtable,
+        tolerance=Tolerance.parse(args.tolerance),
+        test_input=test_input,
+        test_reference=optional(args.test_reference, "--test_reference"),
+        compare_all=bool(args.compare_all),
+        excepts=parse_list(args.excepts),
+        model=model,
+        debug=bool(args.debug),
+    )
+
+
+def _check_target(args, qtable: Path | None) -> None:
+    """Chip, modes and calibration, before the (maybe large) module is read."""
+    from tpuc.deploy import check_target
+    from tpuc.qtable import read_qtable
+
+    modes = read_qtable(qtable) if qtable is not None else {}
+    has_table = args.calibration_table is not None
+    check_target(args.chip, args.quantize, bool(args.asymmetric), has_table, modes)
+
+
+def say(message: str) -> None:
+    """One progress line, flushed so it shows before a long step runs."""
+    print(f"[{PROG}] {message}", flush=True)
+
+
+class Stages:
+    """Wall time of each step, printed at the end."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = time.perf_counter()
+        self._last = self._start
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = self.timings.get(stage, 0.0) + now - self._last
+        self._last = now
+
+    def add(self, timings: dict[str, float]) -> None:
+        """Stages timed elsewhere, up to now."""
+        for stage, seconds in timings.items():
+            self.timings[stage] = self.timings.get(stage, 0.0) + seconds
+        self._last = time.perf_counter()
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items())
+        return f"{time.perf_counter() - self._start:.2f} s: {parts}"
+
+
+@dataclass
+class Loaded:
+    """The TOP module with its weights, and the test data (read before any
+    lowering work, so a bad file fails at once)."""
+
+    module: object
+    store: dict
+    inputs: dict | None
+    reference: dict | None
+
+
+def load(req: Request) -> Loaded:
+    from tpuc.files import load_npz
+    from tpuc.module_io import load_module
+    from tpuc.preprocess import input_specs, load_inputs
+
+    module, store = load_module(req.mlir)
+    inputs = reference = None
+    if req.test_input:
+        inputs = load_inputs(req.test_input, input_specs(module))
+        if req.test_reference is not None:
+            reference = load_npz(req.test_reference)
+    return Loaded(module, store, inputs, reference)
+
+
+def module_name(module) -> str:
+    from tpuc.module_io import module_attr
+
+    name = module_attr(module, "name") or (module.sym_name.data if module.sym_name else None)
+    if not name:
+        raise TpucError("the module has no name (module.name); was it written by model_transform?")
+    return str(name)
+
+
+def deploy(req: Request) -> int:
+    from tpuc.deploy import deploy_prefix, lower, pipeline_text
+    from tpuc.files import OutputSet
+    from tpuc.module_io import save_module
+
+    stages = Stages()
+    say(f"loading {req.mlir}")
+    data = load(req)
+    stages.done("load")
+    name = module_name(data.module)
+    prefix = deploy_prefix(name, req.chip, req.mode, req.asymmetric)
+
+    def path(suffix: str) -> Path:
+        return req.folder / f"{prefix}{suffix}"
+
+    written: list[Path] = []
+    check = None
+    with OutputSet(protected=tuple(req.inputs())) as out:
+        # TOP as it was: the reference, or the layer search's intermediates
+        top = data.module.clone() if data.inputs is not None else None
+        lower(
+            data.module,
+            req.chip,
+            req.mode,
+            req.asymmetric,
+            req.cali_table,
+            req.qtable,
+            source=str(req.mlir),
+            before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
+        )
+        stages.done("lower")
+        if req.debug and req.cali_table is not None:
+            written.append(_save_calibrated(out, req, path("_top_calibrated.mlir")))
+        tpu_mlir, weights = path("_tpu.mlir"), path("_tpu_weight.npz")
+        save_module(out, data.module, tpu_mlir, data.store, weights)
+        written += [tpu_mlir, weights]
+        stages.done("save")
+        if data.inputs is not None:
+            outputs = path("_tpu_outputs.npz")
+            check = validate(req, data, top, outputs)
+            stages.add(check.timings)
+            out.save_npz(outputs, check.values)
+            written.append(outputs)
+            stages.done("save outputs")
+    say(f"saved {', '.join(str(p) for p in written)}")
+    if check is not None:
+        report(req, check, data.module)
+        if not check.passed:
+            raise TpucError(check.failure(req.mode))
+        say(f"TPU module matches the reference (--tolerance {req.tolerance})")
+    say(f"done ({stages.line()})")
+    say(f"the bmodel step is not available yet: {req.model} was not written")
+    return 0
+
+
+def validate(req: Request, data: Loaded, top, outputs_path: Path) -> Verification:
+    """Run the TPU interpreter and compare with the reference."""
+    from tpuc.deploy import verify
+
+    what = f"{req.test_reference}" if data.reference is not None else "the TOP interpreter"
+    say(f"running the TPU interpreter -> {outputs_path}; comparing with {what}")
+    check = verify(
+        data.module,
+        data.store,
+        data.inputs,
+        req.tolerance,
+        reference=data.reference,
+        top_module=top,
+        excepts=req.excepts,
+        compare_all=req.compare_all,
+        progress=sys.stderr.isatty(),
+    )
+    return check
+
+
+def _save_calibrated(out, req: Request, path: Path) -> Path:
+    """The TOP module after import-calibration-table, reading the TOP weight
+    file where it is (no second copy of the weights)."""
+    import os
+
+    from tpuc.context import make_context
+    from tpuc.module_io import module_attr, module_text, parse_module, set_module_attr
+    from tpuc.passes.registry import get_pass
+
+    module = parse_module(req.mlir.read_text(), str(req.mlir))
+    table = get_pass("import-calibration-table")
+    table(file=str(req.cali_table), asymmetric=req.asymmetric).apply(make_context(), module)
+    weight_file = req.mlir.parent / module_attr(module, "weight_file", "")
+    set_module_attr(module, "weight_file", os.path.relpath(weight_file, path.parent))
+    out.write_text(path, module_text(module))
+    return path
+
+
+def report(req: Request, check: Verification, module) -> None:
+    """Per-tensor lines (all with --debug, else the failing ones), the
+    summary, and a table of the final outputs."""
+    from tpuc.tools.model_transform import output_names
+
+    result = check.result
+    width = max([32] + [len(r.name) for r in result.rows])
+    for row in result.rows if req.debug else result.failures[:MAX_FAILURE_LINES]:
+        print(row.line(width))
+    for line in result.summary_lines():
+        print(line)
+    for line in result.table([n for n in output_names(module) if result.row(n)]):
+        print(f"  {line}")
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return deploy(check_request(args))
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(lambda: run(argv))
+
+
+if __name__ == "__main__":
+    main()
