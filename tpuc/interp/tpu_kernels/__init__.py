@@ -6,9 +6,9 @@ the other modes to the int kernel registered before it: import it after the
 compute kernels (alphabetical order does).
 """
 
-# coordinator: add `compute` to this list (before data_ops) once compute.py exists.
 from tpuc.interp.tpu_kernels import (  # noqa: F401  (imported to register kernels)
     cast_ops,
+    compute,  # before data_ops
     data_ops,
     float_ops,
 )
