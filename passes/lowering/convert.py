@@ -93,6 +93,9 @@ class ConvertTopToTpuPass(ModulePass):
             ops = [o for o in func.body.block.ops if isinstance(o, TensorOp)]
             lowered = [o for o in ops if not isinstance(o, LEAVES)]
             modes = op_modes(lowered, mode, qtable, chip)
+            # chosen before any type changes: a rule's `when=` may read the
+            # calibrated types of its operands, which lowering replaces
+            rules = {o: find_rule(o, modes[o], chip) for o in lowered}
             calibrated = _calibrated(ops)
             if "INT8" in modes.values() and not calibrated:
                 raise TpucError(
@@ -105,7 +108,7 @@ class ConvertTopToTpuPass(ModulePass):
                 if isinstance(leaf, top.InputOp):
                     _strip_calibration(leaf)
             for top_op in lowered:
-                _lower_one(state, top_op, modes[top_op])
+                _lower_one(state, top_op, modes[top_op], rules[top_op])
             _return_f32(state, func)
             _erase_dead_weights(func)
             func.update_function_type()
@@ -122,8 +125,7 @@ def _read_qtable(path: str, module: ModuleOp) -> dict[str, str]:
     return read_qtable(path, module)
 
 
-def _lower_one(state: LoweringState, op: TensorOp, mode: str) -> None:
-    rule = find_rule(op, mode, state.chip)
+def _lower_one(state: LoweringState, op: TensorOp, mode: str, rule) -> None:
     assert rule is not None  # op_modes checked
     lw = Lowering(state, op, mode)
     built = rule(lw)
