@@ -3,8 +3,9 @@
 Every tensor the network computes takes the range the calibration table
 gives it, as a `!quant.calibrated<f32<min:max>>` element type: symmetric
 quantization uses [-threshold, threshold] ([0, threshold] for tensors
-without negative values), asymmetric the table's
-[min, max] widened to contain 0 (a zero point must exist). Lowering reads
+without negative values), asymmetric the table's [min, max] clipped to
+±threshold (so KL's outlier clipping still applies) and widened to contain
+0 (a zero point must exist). Lowering reads
 only these types, never the table. Weights keep their float types: their
 scales come from the values themselves.
 """
@@ -31,7 +32,10 @@ def calibrated_range(entry, asymmetric: bool) -> tuple[float, float]:
     """The [min, max] a tensor is quantized over."""
     if not asymmetric:  # TPU-MLIR: unsigned when the tensor never goes negative
         return (-entry.threshold if entry.min < 0 else 0.0), entry.threshold
-    return min(entry.min, 0.0), max(entry.max, 0.0)
+    # the observed range, clipped by the searched threshold (which keeps
+    # KL's outlier clipping), widened to hold 0
+    low, high = max(entry.min, -entry.threshold), min(entry.max, entry.threshold)
+    return min(low, 0.0), max(high, 0.0)
 
 
 def _calibrated_ops(module: ModuleOp) -> list[TensorOp]:

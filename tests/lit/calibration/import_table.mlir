@@ -1,6 +1,7 @@
 // import-calibration-table gives every computed tensor its calibrated range:
 // [-threshold, threshold] when symmetric ([0, threshold] for tensors with no
-// negative values, as TPU-MLIR), [min, max] (widened to hold 0) when
+// negative values, as TPU-MLIR), [min, max] clipped to ±threshold and widened
+// to hold 0 when
 // asymmetric; weights keep f32 and the module moves to TOP_CALIBRATED.
 // RUN: tpuc-opt %s -p 'import-calibration-table{file="%S/Inputs/small_cali_table"}' | filecheck %s --check-prefix=SYM
 // RUN: tpuc-opt %s -p 'import-calibration-table{file="%S/Inputs/small_cali_table" asymmetric=true}' | filecheck %s --check-prefix=ASYM
@@ -15,7 +16,7 @@
 // SYM:        "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:4.0>>>
 // SYM:        "top.Sigmoid"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:1.0>>>
 // ASYM:       "top.Input"{{.*}} -> tensor<1x2x!quant.calibrated<f32<-1.5:2.0>>>
-// ASYM:       "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:5.0>>>
+// ASYM:       "top.MatMul"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:4.0>>>
 // ASYM:       "top.Sigmoid"{{.*}} -> tensor<1x2x!quant.calibrated<f32<0.0:1.0>>>
 // OTHER:      error: {{.*}}other_cali_table: no entry for 2 tensor(s) of the module (c, y); is the table from another model?
 // MISSING:    error: {{.*}}missing
