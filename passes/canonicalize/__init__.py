@@ -3,6 +3,8 @@ concept, grouped by family in the modules of this package (ReLU fusion,
 folds into Conv, scalar-constant forms, reshape chains, identity removal).
 
 Patterns are imported when the pass runs, so registering it costs nothing.
+TPU modules (after lowering) also get the cast and requant patterns of
+`tpu_patterns`.
 Weights are read and created through `tpuc.weights`; a pattern never folds
 away a tensor that a function returns. Unused `top.Weight` ops (and other
 dead pure ops, but not graph inputs) are erased.
@@ -20,7 +22,15 @@ from xdsl.pattern_rewriter import RewritePattern
 
 def top_patterns() -> list[RewritePattern]:
     """Every TOP canonicalization pattern, in the order they are tried."""
-    from tpuc.passes.canonicalize import const_binary, conv_fold, dead, identity, relu, reshape
+    from tpuc.passes.canonicalize import (
+        const_binary,
+        conv_fold,
+        dead,
+        identity,
+        relu,
+        reshape,
+        tpu_patterns,
+    )
 
     return [
         *dead.PATTERNS,
@@ -29,6 +39,7 @@ def top_patterns() -> list[RewritePattern]:
         *const_binary.PATTERNS,
         *conv_fold.PATTERNS,
         *relu.PATTERNS,
+        *tpu_patterns.PATTERNS,
     ]
 
 

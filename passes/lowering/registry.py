@@ -76,7 +76,13 @@ def _load_rules() -> None:
         importlib.import_module(module)
 
 
-RULE_MODULES = ["tpuc.passes.lowering.float_rules"]
+RULE_MODULES = [
+    "tpuc.passes.lowering.float_rules",
+    "tpuc.passes.lowering.int8_conv",
+    "tpuc.passes.lowering.int8_eltwise",
+    "tpuc.passes.lowering.int8_lut",
+    "tpuc.passes.lowering.int8_data",
+]
 """Modules whose import registers lowering rules."""
 
 __all__ = ["FLOAT_MODES", "RULES", "Rule", "find_rule", "lowering"]

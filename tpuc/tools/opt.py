@@ -64,7 +64,12 @@ def _dialect_factories() -> dict[str, Callable[[], Dialect]]:
 
         return Quant
 
-    return {"builtin": builtin, "func": func, "top": top, "quant": quant}
+    def tpu():
+        from tpuc.dialects.tpu import Tpu
+
+        return Tpu
+
+    return {"builtin": builtin, "func": func, "top": top, "quant": quant, "tpu": tpu}
 
 
 class TpucOptMain(xDSLOptMain):

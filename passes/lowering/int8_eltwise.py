@@ -1,0 +1,128 @@
+"""INT8 rules of the elementwise arithmetic ops that rescale their inputs:
+Add/Sub (one multiplier per input on a shared rshift), Mul (one multiplier
+for the product) and Concat (one requant per input).
+
+Parameters follow the integer contract in dialects/tpu/ops.py; widths come
+from the chip (`eltwise_multiplier_bits` for Add/Sub, `multiplier_bits` for
+Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from tpuc.dialects import top, tpu
+from tpuc.errors import TpucError
+from tpuc.numerics import multiplier_rshift, round_half_away, shared_rshift_multipliers
+from tpuc.passes.lowering.context import Lowering, element_of
+from tpuc.passes.lowering.registry import lowering
+from tpuc.qparams import QuantParams
+
+INT32_LIMIT = 2**31
+CENTERED_MAX = 255  # |q − Z| of an 8-bit value whose Z lies in the storage range
+
+
+def read_int8(lw: Lowering, index: int) -> tuple[SSAValue, QuantParams]:
+    """Operand `index` as the op reads it in INT8, with its parameters taken
+    from the value's own type (weights become per-tensor int8 here, so they
+    have no calibrated range to look up)."""
+    value = lw.operand(index)
+    return value, QuantParams.of(element_of(value))
+
+
+def requant_attrs(lw: Lowering, multipliers: list[int], rshifts: list[int]) -> dict:
+    return {"multiplier": multipliers, "rshift": rshifts, "round_mode": lw.chip.round_mode}
+
+
+# --- Add / Sub ----------------------------------------------------------------------------
+
+
+def eltwise_multipliers(scales: list[float], bits: int) -> tuple[list[int], int]:
+    """Signed `bits`-wide multipliers on one rshift. Ratios of 2^(bits−1) or
+    more need a left shift (negative rshift); numerics' shared helper does
+    not scale the multipliers down then, so it is done here."""
+    multipliers, rshift = shared_rshift_multipliers(scales, bits)
+    if rshift < 0:
+        limit = (1 << (bits - 1)) - 1
+        multipliers = [
+            max(-limit, min(limit, int(round_half_away(np.float64(math.ldexp(s, rshift))))))
+            for s in scales
+        ]
+    return multipliers, rshift
+
+
+def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
+    """acc = Σ ±(q_i − Z_i)·M_i with |q_i − Z_i| <= 255 and |M_i| < 2^(b−1):
+    |acc| <= 255·Σ|M_i| < n·2^(b+7), which stays below 2^31 for up to 256
+    inputs at b = 16 (bm168x) and 2^16 inputs at b = 8 (cv18xx)."""
+    bound = CENTERED_MAX * sum(abs(m) for m in multipliers)
+    if bound >= INT32_LIMIT:
+        raise TpucError(
+            f"{lw.op.name} '{lw.op.names[0]}': {len(multipliers)} inputs overflow the "
+            "int32 accumulator of the INT8 form; run it in float (qtable)"
+        )
+
+
+@lowering(top.AddOp, top.SubOp, modes=("INT8",))
+def lower_add_sub(lw: Lowering):
+    """q_out = requant(Σ ±(q_i − Z_i)·M_i, rshift) with M_i/2^rshift ≈
+    coeff_i·S_i/S_out (Sub: lhs − rhs, the kernel applies the sign)."""
+    inputs = [read_int8(lw, i) for i in range(len(lw.op.operands))]
+    out = lw.out_quant()
+    coeff = lw.op.value("coeff") if isinstance(lw.op, top.AddOp) else None
+    coeff = [float(c) for c in coeff] if coeff else [1.0] * len(inputs)
+    if len(coeff) != len(inputs):
+        raise TpucError(
+            f"{lw.op.name} '{lw.op.names[0]}': {len(coeff)} coeff for {len(inputs)} inputs"
+        )
+    scales = [c * q.scale / out.scale for c, (_, q) in zip(coeff, inputs, strict=True)]
+    multipliers, rshift = eltwise_multipliers(scales, lw.chip.eltwise_multiplier_bits)
+    check_add_bound(lw, multipliers)
+    cls = tpu.AddOp if isinstance(lw.op, top.AddOp) else tpu.SubOp
+    attrs = requant_attrs(lw, multipliers, [rshift])
+    if cls is tpu.AddOp:
+        attrs["coeff"] = None  # folded into the multipliers
+    return lw.build(cls, [v for v, _ in inputs], attrs)
+
+
+# --- Mul ------------------------------------------------------------------------------------
+
+
+def _two_inputs(op: top.MulOp) -> bool:
+    """Products of more than two 9-bit values leave int32 at four inputs
+    and lose precision before that: only a x b runs in INT8."""
+    return len(op.operands) == 2
+
+
+@lowering(top.MulOp, modes=("INT8",), when=_two_inputs)
+def lower_mul(lw: Lowering):
+    """q_out = requant((q_a − Z_a)(q_b − Z_b), M, r), M/2^r ≈ S_a·S_b/S_out;
+    |acc| <= 255² < 2^16."""
+    (a, qa), (b, qb) = read_int8(lw, 0), read_int8(lw, 1)
+    out = lw.out_quant()
+    multiplier, rshift = multiplier_rshift(qa.scale * qb.scale / out.scale, lw.chip.multiplier_bits)
+    return lw.build(tpu.MulOp, [a, b], requant_attrs(lw, [multiplier], [rshift]))
+
+
+# --- Concat ---------------------------------------------------------------------------------
+
+
+def concat_requant(lw: Lowering, quant: QuantParams, out: QuantParams) -> tuple[int, int]:
+    """(multiplier, rshift) taking input values onto the output's scale; the
+    identity (1, 0) when both types are the same (a plain copy)."""
+    if quant.scale == out.scale and quant.zero_point == out.zero_point:
+        return 1, 0
+    return multiplier_rshift(quant.scale / out.scale, lw.chip.multiplier_bits)
+
+
+@lowering(top.ConcatOp, modes=("INT8",))
+def lower_concat(lw: Lowering):
+    """Input i is requant(q_i − Z_i, M_i, r_i) + Z_out, M_i/2^r_i ≈ S_i/S_out."""
+    inputs = [read_int8(lw, i) for i in range(len(lw.op.operands))]
+    out = lw.out_quant()
+    pairs = [concat_requant(lw, q, out) for _, q in inputs]
+    attrs = requant_attrs(lw, [m for m, _ in pairs], [r for _, r in pairs])
+    return lw.build(tpu.ConcatOp, [v for v, _ in inputs], attrs)
