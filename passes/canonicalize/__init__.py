@@ -27,6 +27,7 @@ def top_patterns() -> list[RewritePattern]:
         conv_fold,
         dead,
         identity,
+        layer_norm,
         relu,
         reshape,
         tpu_patterns,
@@ -39,6 +40,7 @@ def top_patterns() -> list[RewritePattern]:
         *const_binary.PATTERNS,
         *conv_fold.PATTERNS,
         *relu.PATTERNS,
+        *layer_norm.PATTERNS,
         *tpu_patterns.PATTERNS,
     ]
 

@@ -89,6 +89,8 @@ class LoweringState:
     names: set[str]  # tensor names in use (new casts and weights get fresh ones)
     casts: dict[tuple[SSAValue, Attribute], SSAValue] = field(default_factory=dict)
     converted_weights: dict[tuple[SSAValue, Attribute], SSAValue] = field(default_factory=dict)
+    replaced: dict[SSAValue, SSAValue] = field(default_factory=dict)  # TOP value -> lowered
+    regions: dict = field(default_factory=dict)  # filled by preparers (int8_region)
 
     def fresh_name(self, base: str) -> str:
         name, index = base, 1

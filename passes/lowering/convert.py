@@ -23,7 +23,7 @@ from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.passes.lowering.context import Lowering, LoweringState, element_of, type_tag
-from tpuc.passes.lowering.registry import find_rule
+from tpuc.passes.lowering.registry import PREPARERS, find_rule
 from tpuc.passes.shape_infer import set_type
 
 LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
@@ -107,10 +107,12 @@ class ConvertTopToTpuPass(ModulePass):
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):
                     _strip_calibration(leaf)
+            for prepare in PREPARERS:
+                prepare(state, lowered, modes)
             for top_op in lowered:
                 _lower_one(state, top_op, modes[top_op], rules[top_op])
             _return_f32(state, func)
-            _erase_dead_weights(func)
+            _erase_dead_ops(func)
             func.update_function_type()
         set_module_attr(op, "asymmetric", bool(self.asymmetric))
         advance_state(op, ModuleState.TPU_LOWERED, skip=True)
@@ -132,6 +134,7 @@ def _lower_one(state: LoweringState, op: TensorOp, mode: str, rule) -> None:
     last = built[-1] if isinstance(built, list | tuple) else built
     for old, new in zip(op.results, last.results, strict=True):
         old.replace_all_uses_with(new)
+        state.replaced[old] = new
     Rewriter.erase_op(op)
 
 
@@ -170,10 +173,13 @@ def _before_return(ret: ReturnOp):
     return InsertPoint.before(ret)
 
 
-def _erase_dead_weights(func: FuncOp) -> None:
-    for weight in [o for o in func.body.block.ops if isinstance(o, top.WeightOp | top.NoneOp)]:
-        if all(not r.uses for r in weight.results):
-            Rewriter.erase_op(weight)
+def _erase_dead_ops(func: FuncOp) -> None:
+    """Ops nothing reads any more (region members, weights replaced by
+    quantized copies), last first so their operands die too."""
+    for op in reversed(list(func.body.block.ops)):
+        if isinstance(op, ReturnOp | top.InputOp) or any(r.uses for r in op.results):
+            continue
+        Rewriter.erase_op(op)
 
 
 __all__ = ["ConvertTopToTpuPass", "FLOAT_MODES", "op_modes"]

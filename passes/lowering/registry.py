@@ -48,6 +48,18 @@ def lowering(
     return register
 
 
+Preparer = Callable[..., None]
+PREPARERS: list[Preparer] = []
+"""Called as fn(state, ops, modes) before any op of a function is lowered,
+for rules that must read the TOP graph as a whole (it changes as ops are
+lowered)."""
+
+
+def preparer(fn: Preparer) -> Preparer:
+    PREPARERS.append(fn)
+    return fn
+
+
 def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
     """The chip family's rule if there is one, else the generic rule; None
     when neither exists or accepts `op`."""
@@ -82,7 +94,8 @@ RULE_MODULES = [
     "tpuc.passes.lowering.int8_eltwise",
     "tpuc.passes.lowering.int8_lut",
     "tpuc.passes.lowering.int8_data",
+    "tpuc.passes.lowering.int8_region",  # last: overrides the unary/add/mul rules
 ]
 """Modules whose import registers lowering rules."""
 
-__all__ = ["FLOAT_MODES", "RULES", "Rule", "find_rule", "lowering"]
+__all__ = ["FLOAT_MODES", "PREPARERS", "RULES", "Rule", "find_rule", "lowering", "preparer"]

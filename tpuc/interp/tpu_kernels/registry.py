@@ -10,7 +10,7 @@ arrive as float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType, UnrankedTensorType
