@@ -28,6 +28,7 @@ def top_patterns() -> list[RewritePattern]:
         dead,
         identity,
         layer_norm,
+        matmul_bias,
         relu,
         reshape,
         tpu_patterns,
@@ -41,6 +42,7 @@ def top_patterns() -> list[RewritePattern]:
         *conv_fold.PATTERNS,
         *relu.PATTERNS,
         *layer_norm.PATTERNS,
+        *matmul_bias.PATTERNS,
         *tpu_patterns.PATTERNS,
     ]
 
