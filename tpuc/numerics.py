@@ -172,7 +172,7 @@ def shared_rshift_multipliers(scales, bits: int) -> tuple[list[int], int]:
     limit = (1 << (bits - 1)) - 1
     multipliers = []
     for s in scales:
-        m = int(round_half_away(np.float64(math.ldexp(s, rshift)) if rshift >= 0 else s))
+        m = int(round_half_away(np.float64(math.ldexp(s, rshift))))
         multipliers.append(max(-limit, min(limit, m)))
     return multipliers, rshift
 

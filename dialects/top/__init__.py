@@ -194,8 +194,10 @@ __all__ = [
     "VariadicOp",
     "WeightOp",
     "WhereOp",
+    "ELEMENTWISE_UNARY",
     "TOP_OPS",
     "Top",
+    "VALUE_MOVES",
 ]
 
 TOP_OPS = [
@@ -279,3 +281,55 @@ TOP_OPS = [
 ]
 
 Top = Dialect("top", TOP_OPS, [])
+
+ELEMENTWISE_UNARY = (
+    ReluOp,
+    LeakyReluOp,
+    SigmoidOp,
+    SiLUOp,
+    GELUOp,
+    HardSigmoidOp,
+    HardSwishOp,
+    MishOp,
+    EluOp,
+    SoftplusOp,
+    TanhOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    RsqrtOp,
+    ReciprocalOp,
+    PowOp,
+    ErfOp,
+    AbsOp,
+    FloorOp,
+    CeilOp,
+    RoundOp,
+    SinOp,
+    CosOp,
+    SignOp,
+    NotOp,
+    ClipOp,
+    AddConstOp,
+    SubConstOp,
+    MulConstOp,
+    CompareConstOp,
+)
+"""Ops whose output element depends only on the same input element (shape
+kept; INT8 makes them lookup tables)."""
+
+VALUE_MOVES = (
+    ReshapeOp,
+    FlattenOp,
+    SqueezeOp,
+    UnsqueezeOp,
+    PermuteOp,
+    SliceOp,
+    SplitOp,
+    Depth2SpaceOp,
+    TileOp,
+    ExpandOp,
+    UpsampleOp,
+)
+"""Ops whose every output value is one of their input's values, moved
+(calibration copies the input's range; INT8 keeps the input's type)."""

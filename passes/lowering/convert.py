@@ -17,34 +17,40 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from tpuc.chips import FLOAT_MODES, Chip, get_chip
+from tpuc.chips import Chip, get_chip
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.passes.lowering.context import Lowering, LoweringState, element_of, type_tag
-from tpuc.passes.lowering.registry import PREPARERS, find_rule
+from tpuc.passes.lowering.registry import PREPARERS, Rule, find_rule
 from tpuc.passes.shape_infer import set_type
 
 LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
 
 
-def op_modes(ops: list[TensorOp], default: str, qtable: dict[str, str], chip: Chip) -> dict:
-    """The mode each op runs in: the qtable's, else the default; INT8 falls
-    back to the chip's float mode where no INT8 rule exists."""
-    modes = {}
+def op_modes(
+    ops: list[TensorOp], default: str, qtable: dict[str, str], chip: Chip
+) -> tuple[dict[TensorOp, str], dict[TensorOp, Rule]]:
+    """The mode each op runs in (the qtable's, else the default; INT8 falls
+    back to the chip's float mode where no INT8 rule exists) and its rule,
+    chosen before any type changes: a rule's `when=` may read the calibrated
+    types of its operands, which lowering replaces."""
+    modes, rules = {}, {}
     unsupported: dict[str, list[str]] = {}
     for op in ops:
         mode = qtable.get(op.names[0], default)
         chip.check_mode(mode)
-        if mode == "INT8" and find_rule(op, mode, chip) is None:
+        rule = find_rule(op, mode, chip)
+        if rule is None and mode == "INT8":
             mode = chip.float_fallback
-        if find_rule(op, mode, chip) is None:
+            rule = find_rule(op, mode, chip)
+        if rule is None:
             unsupported.setdefault(op.name, []).append(op.names[0])
-        modes[op] = mode
+        modes[op], rules[op] = mode, rule
     if unsupported:
         raise UnsupportedOpsError(f"convert-top-to-tpu ({chip.name})", unsupported)
-    return modes
+    return modes, rules
 
 
 def _calibrated(ops: list[TensorOp]) -> dict[str, CalibratedQuantizedType]:
@@ -92,10 +98,7 @@ class ConvertTopToTpuPass(ModulePass):
         for func in funcs:
             ops = [o for o in func.body.block.ops if isinstance(o, TensorOp)]
             lowered = [o for o in ops if not isinstance(o, LEAVES)]
-            modes = op_modes(lowered, mode, qtable, chip)
-            # chosen before any type changes: a rule's `when=` may read the
-            # calibrated types of its operands, which lowering replaces
-            rules = {o: find_rule(o, modes[o], chip) for o in lowered}
+            modes, rules = op_modes(lowered, mode, qtable, chip)
             calibrated = _calibrated(ops)
             if "INT8" in modes.values() and not calibrated:
                 raise TpucError(
@@ -127,8 +130,7 @@ def _read_qtable(path: str, module: ModuleOp) -> dict[str, str]:
     return read_qtable(path, module)
 
 
-def _lower_one(state: LoweringState, op: TensorOp, mode: str, rule) -> None:
-    assert rule is not None  # op_modes checked
+def _lower_one(state: LoweringState, op: TensorOp, mode: str, rule: Rule) -> None:
     lw = Lowering(state, op, mode)
     built = rule(lw)
     last = built[-1] if isinstance(built, list | tuple) else built
@@ -182,4 +184,4 @@ def _erase_dead_ops(func: FuncOp) -> None:
         Rewriter.erase_op(op)
 
 
-__all__ = ["ConvertTopToTpuPass", "FLOAT_MODES", "op_modes"]
+__all__ = ["ConvertTopToTpuPass", "op_modes"]

@@ -20,20 +20,7 @@ from tpuc.passes.lowering.int8_eltwise import read_int8
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams
 
-MOVES: tuple[type[Operation], ...] = (
-    top.ReshapeOp,
-    top.FlattenOp,
-    top.SqueezeOp,
-    top.UnsqueezeOp,
-    top.PermuteOp,
-    top.SliceOp,
-    top.SplitOp,
-    top.Depth2SpaceOp,
-    top.TileOp,
-    top.ExpandOp,
-    top.UpsampleOp,
-)
-"""Ops whose every output element is a copy of one input element."""
+MOVES = top.VALUE_MOVES
 
 
 def pass_through(lw: Lowering, operands: list[SSAValue], attrs: dict | None = None):

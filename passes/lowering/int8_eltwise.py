@@ -9,14 +9,11 @@ Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from xdsl.ir import SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
-from tpuc.numerics import multiplier_rshift, round_half_away, shared_rshift_multipliers
+from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
 from tpuc.passes.lowering.context import Lowering, element_of
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams
@@ -40,20 +37,6 @@ def requant_attrs(lw: Lowering, multipliers: list[int], rshifts: list[int]) -> d
 # --- Add / Sub ----------------------------------------------------------------------------
 
 
-def eltwise_multipliers(scales: list[float], bits: int) -> tuple[list[int], int]:
-    """Signed `bits`-wide multipliers on one rshift. Ratios of 2^(bits−1) or
-    more need a left shift (negative rshift); numerics' shared helper does
-    not scale the multipliers down then, so it is done here."""
-    multipliers, rshift = shared_rshift_multipliers(scales, bits)
-    if rshift < 0:
-        limit = (1 << (bits - 1)) - 1
-        multipliers = [
-            max(-limit, min(limit, int(round_half_away(np.float64(math.ldexp(s, rshift))))))
-            for s in scales
-        ]
-    return multipliers, rshift
-
-
 def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
     """acc = Σ ±(q_i − Z_i)·M_i with |q_i − Z_i| <= 255 and |M_i| < 2^(b−1):
     |acc| <= 255·Σ|M_i| < n·2^(b+7), which stays below 2^31 for up to 256
@@ -66,7 +49,6 @@ def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
         )
 
 
-@lowering(top.AddOp, top.SubOp, modes=("INT8",))
 def lower_add_sub(lw: Lowering):
     """q_out = requant(Σ ±(q_i − Z_i)·M_i, rshift) with M_i/2^rshift ≈
     coeff_i·S_i/S_out (Sub: lhs − rhs, the kernel applies the sign)."""
@@ -79,7 +61,7 @@ def lower_add_sub(lw: Lowering):
             f"{lw.op.name} '{lw.op.names[0]}': {len(coeff)} coeff for {len(inputs)} inputs"
         )
     scales = [c * q.scale / out.scale for c, (_, q) in zip(coeff, inputs, strict=True)]
-    multipliers, rshift = eltwise_multipliers(scales, lw.chip.eltwise_multiplier_bits)
+    multipliers, rshift = shared_rshift_multipliers(scales, lw.chip.eltwise_multiplier_bits)
     check_add_bound(lw, multipliers)
     cls = tpu.AddOp if isinstance(lw.op, top.AddOp) else tpu.SubOp
     attrs = requant_attrs(lw, multipliers, [rshift])
@@ -91,13 +73,12 @@ def lower_add_sub(lw: Lowering):
 # --- Mul ------------------------------------------------------------------------------------
 
 
-def _two_inputs(op: top.MulOp) -> bool:
+def two_inputs(op: top.MulOp) -> bool:
     """Products of more than two 9-bit values leave int32 at four inputs
     and lose precision before that: only a x b runs in INT8."""
     return len(op.operands) == 2
 
 
-@lowering(top.MulOp, modes=("INT8",), when=_two_inputs)
 def lower_mul(lw: Lowering):
     """q_out = requant((q_a − Z_a)(q_b − Z_b), M, r), M/2^r ≈ S_a·S_b/S_out;
     |acc| <= 255² < 2^16."""

@@ -21,40 +21,7 @@ from tpuc.passes.lowering.int8_eltwise import read_int8
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams
 
-LUT_OPS: tuple[type[Operation], ...] = (
-    top.ReluOp,
-    top.LeakyReluOp,
-    top.SigmoidOp,
-    top.SiLUOp,
-    top.GELUOp,
-    top.HardSigmoidOp,
-    top.HardSwishOp,
-    top.MishOp,
-    top.EluOp,
-    top.SoftplusOp,
-    top.TanhOp,
-    top.ExpOp,
-    top.LogOp,
-    top.SqrtOp,
-    top.RsqrtOp,
-    top.ReciprocalOp,
-    top.PowOp,
-    top.ErfOp,
-    top.AbsOp,
-    top.FloorOp,
-    top.CeilOp,
-    top.RoundOp,
-    top.SinOp,
-    top.CosOp,
-    top.SignOp,
-    top.NotOp,
-    top.ClipOp,
-    top.AddConstOp,
-    top.SubConstOp,
-    top.MulConstOp,
-    top.CompareConstOp,
-)
-"""TOP ops whose output element depends only on the same input element."""
+LUT_OPS = top.ELEMENTWISE_UNARY
 
 
 def input_values(quant: QuantParams) -> np.ndarray:
@@ -90,7 +57,6 @@ def build_lut(lw: Lowering, table: np.ndarray, value) -> Operation:
     return lw.build(tpu.LutOp, [value, weight], copy_attributes=False)
 
 
-@lowering(*LUT_OPS, modes=("INT8",))
 def lower_lut(lw: Lowering):
     """table[q − qmin_in] = quantize(f(S_in·(q − Z_in)), S_out, Z_out)."""
     value, quant = read_int8(lw, 0)

@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.passes.lowering.context import Lowering, element_of
-from tpuc.passes.lowering.int8_eltwise import lower_add_sub, lower_mul
+from tpuc.passes.lowering.int8_eltwise import lower_add_sub, lower_mul, two_inputs
 from tpuc.passes.lowering.int8_lut import (
     LUT_OPS,
     float_kernel,
@@ -126,6 +126,10 @@ def lower_region(lw: Lowering) -> Operation | None:
     return lw.build(tpu.LutOp, [value, table], copy_attributes=False)
 
 
+# The INT8 rules of these ops: a region's table when there is one, else the
+# op's own form (int8_lut / int8_eltwise).
+
+
 @lowering(*LUT_OPS, modes=("INT8",))
 def lower_unary(lw: Lowering):
     return lower_region(lw) or lower_lut(lw)
@@ -136,6 +140,6 @@ def lower_add_sub_region(lw: Lowering):
     return lower_region(lw) or lower_add_sub(lw)
 
 
-@lowering(top.MulOp, modes=("INT8",), when=lambda op: len(op.operands) == 2)
+@lowering(top.MulOp, modes=("INT8",), when=two_inputs)
 def lower_mul_region(lw: Lowering):
     return lower_region(lw) or lower_mul(lw)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.ir import Operation
 
-from tpuc.chips import FLOAT_MODES, Chip
+from tpuc.chips import Chip
 
 if TYPE_CHECKING:
     from tpuc.passes.lowering.context import Lowering
@@ -94,8 +94,8 @@ RULE_MODULES = [
     "tpuc.passes.lowering.int8_eltwise",
     "tpuc.passes.lowering.int8_lut",
     "tpuc.passes.lowering.int8_data",
-    "tpuc.passes.lowering.int8_region",  # last: overrides the unary/add/mul rules
+    "tpuc.passes.lowering.int8_region",
 ]
 """Modules whose import registers lowering rules."""
 
-__all__ = ["FLOAT_MODES", "PREPARERS", "RULES", "Rule", "find_rule", "lowering", "preparer"]
+__all__ = ["PREPARERS", "RULES", "Rule", "find_rule", "lowering", "preparer"]

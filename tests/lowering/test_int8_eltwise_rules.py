@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import Float32Type
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.module_io import parse_module
 from tpuc.numerics import multiplier_rshift
-from tpuc.passes.lowering.int8_eltwise import eltwise_multipliers
+from tpuc.numerics import shared_rshift_multipliers as eltwise_multipliers
 from tpuc.passes.registry import get_pass
 from tpuc.qparams import QuantParams
 from tpuc.weights import weights_of

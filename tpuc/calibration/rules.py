@@ -21,20 +21,7 @@ Rule = Callable[[Step, Entries], None]
 
 RULES: dict[type, Rule] = {}
 
-PASS_THROUGH = (
-    top.ReshapeOp,
-    top.FlattenOp,
-    top.SqueezeOp,
-    top.UnsqueezeOp,
-    top.PermuteOp,
-    top.SliceOp,
-    top.SplitOp,
-    top.MaxPoolOp,
-    top.Depth2SpaceOp,
-    top.TileOp,
-    top.ExpandOp,
-    top.UpsampleOp,
-)
+PASS_THROUGH = (*top.VALUE_MOVES, top.MaxPoolOp)
 """Ops whose every output value is one of their input's values."""
 
 UNIT_RANGE = (top.SigmoidOp, top.HardSigmoidOp, top.SoftmaxOp)

@@ -42,10 +42,6 @@ class Chip:
                 f"chip {self.name} does not support {mode} (it supports {', '.join(self.modes)})"
             )
 
-    @property
-    def default_float(self) -> str:
-        return self.float_fallback
-
 
 _BM168X = dict(
     family="bm168x",

@@ -77,20 +77,7 @@ def moved(top_cls: type, operands: Sequence[int] | None = (0,)) -> Kernel:
     return run
 
 
-MOVES = (
-    top.ReshapeOp,
-    top.FlattenOp,
-    top.SqueezeOp,
-    top.UnsqueezeOp,
-    top.PermuteOp,
-    top.SliceOp,
-    top.SplitOp,
-    top.Depth2SpaceOp,
-    top.PadOp,  # its `val` is already quantized by the lowering
-    top.UpsampleOp,
-    top.TileOp,
-    top.ExpandOp,
-)
+MOVES = (*top.VALUE_MOVES, top.PadOp)  # Pad: the lowering quantized its `val`
 
 for _cls in MOVES:
     tpu_kernel(tpu.MIRRORS[_cls])(moved(_cls))
