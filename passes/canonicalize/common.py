@@ -112,6 +112,15 @@ def absorb(rewriter: PatternRewriter, survivor: TensorOp, absorbed: TensorOp) ->
     rewriter.replace(absorbed, [], [result])
 
 
+def operand_pairs(op) -> list[tuple[SSAValue, SSAValue]]:
+    """(x, other) both ways round for a plain two-input Add (coeff all 1),
+    none for any other Add: the folds of an added constant start here."""
+    coeff = op.value("coeff")
+    if len(op.inputs) != 2 or (coeff is not None and any(c != 1 for c in coeff)):
+        return []
+    return [tuple(op.inputs), tuple(op.inputs[::-1])]
+
+
 def set_operand(rewriter: PatternRewriter, op: Operation, index: int, value: SSAValue) -> None:
     op.operands[index] = value
     rewriter.notify_op_modified(op)

@@ -24,6 +24,7 @@ from tpuc.passes.canonicalize.common import (
     new_weight,
     none_value,
     only_user_is,
+    operand_pairs,
     producer,
     relu_attrs,
     set_operand,
@@ -146,10 +147,7 @@ class AddChannelIntoConv(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.AddOp, rewriter: PatternRewriter) -> None:
-        coeff = op.value("coeff")
-        if len(op.inputs) != 2 or (coeff is not None and any(c != 1 for c in coeff)):
-            return
-        for x, c in (op.inputs, op.inputs[::-1]):
+        for x, c in operand_pairs(op):
             conv = foldable_conv(x, op)
             values = constant(c)
             if conv is None or values is None or shape_of(op.output) != shape_of(x):

@@ -18,6 +18,7 @@ from tpuc.passes.canonicalize.common import (
     is_none,
     new_weight,
     only_user_is,
+    operand_pairs,
     producer,
     set_operand,
 )
@@ -26,10 +27,7 @@ from tpuc.passes.canonicalize.common import (
 class AddIntoMatMulBias(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.AddOp, rewriter: PatternRewriter) -> None:
-        coeff = op.value("coeff")
-        if len(op.inputs) != 2 or (coeff is not None and any(c != 1 for c in coeff)):
-            return
-        for x, c in (op.inputs, op.inputs[::-1]):
+        for x, c in operand_pairs(op):
             matmul = producer(x, top.MatMulOp)
             values = constant(c)
             if matmul is None or values is None or not only_user_is(x, op):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from calibrated_net import Net
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, IntegerType, TensorType
 
 from tpuc.context import make_context
@@ -18,77 +19,6 @@ from tpuc.passes.registry import get_pass
 from tpuc.weights import weights_of
 
 # --- building tiny calibrated modules as MLIR text -------------------------------------
-
-
-def ttype(shape, rng=None) -> str:
-    dims = "x".join(str(d) for d in shape)
-    if rng is None:
-        return f"tensor<{dims}xf32>"
-    return f"tensor<{dims}x!quant.calibrated<f32<{float(rng[0])!r}:{float(rng[1])!r}>>>"
-
-
-class Net:
-    """A func @main written op by op; values are (ssa name, type text)."""
-
-    def __init__(self):
-        self.args: list[str] = []
-        self.lines: list[str] = []
-
-    def _ssa(self) -> str:
-        return f"%{len(self.lines)}"
-
-    def input(self, name, shape, rng):
-        arg = f"%arg{len(self.args)}"
-        self.args.append(f"{arg}: {ttype(shape)}")
-        return self._add(
-            f'"top.Input"({arg}) {{name = "{name}"}}', [(arg, ttype(shape))], shape, rng
-        )
-
-    def weight(self, name, array):
-        array = np.asarray(array, np.float32)
-        t = ttype(array.shape)
-        dense = f"dense<{array.tolist()}> : {t}"
-        ssa = self._ssa()
-        self.lines.append(
-            f'{ssa} = "top.Weight"() {{name = "{name}", value = {dense}}} : () -> {t}'
-        )
-        return ssa, t
-
-    def none(self):
-        ssa = self._ssa()
-        self.lines.append(f'{ssa} = "top.None"() : () -> none')
-        return ssa, "none"
-
-    def op(self, kind, operands, name, shape, rng, **attrs):
-        text = ", ".join([f'name = "{name}"'] + [f"{k} = {attr(v)}" for k, v in attrs.items()])
-        return self._add(f'"top.{kind}"({{}}) {{{text}}}', operands, shape, rng)
-
-    def _add(self, head, operands, shape, rng):
-        ssa = self._ssa()
-        names = ", ".join(o[0] for o in operands)
-        types = ", ".join(o[1] for o in operands)
-        head = head.replace("({})", f"({names})")
-        self.lines.append(f"{ssa} = {head} : ({types}) -> {ttype(shape, rng)}")
-        return ssa, ttype(shape, rng)
-
-    def text(self, *outs) -> str:
-        rets = ", ".join(o[1] for o in outs)
-        body = "\n    ".join(self.lines)
-        return (
-            'builtin.module attributes {module.state = "TOP_CALIBRATED"} {\n'
-            f"  func.func @main({', '.join(self.args)}) -> ({rets}) {{\n    {body}\n"
-            f"    func.return {', '.join(o[0] for o in outs)} : {rets}\n  }}\n}}\n"
-        )
-
-
-def attr(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(attr(x) for x in v) + "]"
-    return repr(v)
 
 
 def lower(net: Net, outs, chip="bm1684x", asymmetric=False):

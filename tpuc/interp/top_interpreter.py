@@ -287,15 +287,7 @@ class TopInterpreter:
         name = op.names[0]
         if name not in weights:
             raise TpucError(f"weight '{name}' is missing from the weight file")
-        array = np.asarray(weights[name], dtype=np.float32)
-        if expected is not None and array.shape != expected:
-            if array.size != math.prod(expected):
-                raise TpucError(
-                    f"weight '{name}' has shape {list(array.shape)}, the IR declares "
-                    f"{list(expected)}"
-                )
-            array = array.reshape(expected)
-        return array
+        return fit_weight(name, np.asarray(weights[name], dtype=np.float32), expected)
 
     @staticmethod
     def _input(op: top.InputOp, expected, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -309,6 +301,17 @@ class TopInterpreter:
                 f"input '{name}' has shape {list(array.shape)}, expected {list(expected)}"
             )
         return array
+
+
+def fit_weight(name: str, array: np.ndarray, expected) -> np.ndarray:
+    """A weight in its declared shape (npz files may hold it flattened)."""
+    if expected is None or array.shape == expected:
+        return array
+    if array.size != math.prod(expected):
+        raise TpucError(
+            f"weight '{name}' has shape {list(array.shape)}, the IR declares {list(expected)}"
+        )
+    return array.reshape(expected)
 
 
 def _progress(steps: list[Step], enabled: bool, title: str = "TOP interpreter") -> Iterable[Step]:

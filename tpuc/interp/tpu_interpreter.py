@@ -11,7 +11,6 @@ back into real numbers S·(q − Z).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -28,7 +27,7 @@ from tpuc.dialects import top
 from tpuc.dialects.quant import QuantizedType, UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.top_interpreter import TopInterpreter
+from tpuc.interp.top_interpreter import TopInterpreter, fit_weight
 from tpuc.interp.tpu_kernels import TPU_KERNELS, kind_of
 from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.interp.tpu_kernels.float_ops import rounded
@@ -124,15 +123,7 @@ class TpuInterpreter(TopInterpreter):
             if name not in weights:
                 raise TpucError(f"weight '{name}' is missing from the weight file")
             raw = weights[name]
-        array = decode_weight(name, element, raw)
-        if expected is not None and array.shape != expected:
-            if array.size != math.prod(expected):
-                raise TpucError(
-                    f"weight '{name}' has shape {list(array.shape)}, the IR declares "
-                    f"{list(expected)}"
-                )
-            array = array.reshape(expected)
-        return array
+        return fit_weight(name, decode_weight(name, element, raw), expected)
 
     @staticmethod
     def _input(op: top.InputOp, expected, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
