@@ -161,3 +161,14 @@ def test_bf16_vectors():
     )
     assert np.isnan(to_bf16(np.array([np.nan], np.float32)))[0]
     np.testing.assert_array_equal(to_bf16(np.array([1 + 3 * 2**-8], np.float32)), [1 + 2**-6])
+
+
+def test_f64_to_half_rounds_once():
+    """1 + 2^-8 + 2^-30 is just above a bf16 tie: one rounding goes up, while
+    float64 -> float32 -> bf16 would first land on the tie and go to even."""
+    from tpuc.numerics import f64_to_bf16, f64_to_f16
+
+    x = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 1 + 2**-8])
+    assert f64_to_bf16(x).tolist() == [1 + 2**-7, -(1 + 2**-7), 1.0]
+    y = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11, 70000.0])
+    assert f64_to_f16(y).tolist() == [1 + 2**-10, 1.0, np.inf]

@@ -133,6 +133,30 @@ def to_bf16(x) -> np.ndarray:
     return (bf16_bits(x).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
+def f32_round_to_odd(x) -> np.ndarray:
+    """float64 -> float32 rounding to odd: inexact results take the
+    neighbour (of the two around x) whose last mantissa bit is 1."""
+    x = np.asarray(x, np.float64)
+    y = x.astype(np.float32)
+    fix = (y.astype(np.float64) != x) & ((y.view(np.uint32) & 1) == 0)
+    if not fix.any():
+        return y
+    toward = np.where(x > y, np.float32(np.inf), np.float32(-np.inf))
+    return np.where(fix, np.nextafter(y, toward), y)
+
+
+def f64_to_f16(x) -> np.ndarray:
+    """float64 → nearest float16 in one rounding (ties to even), as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float64).astype(np.float16).astype(np.float32)
+
+
+def f64_to_bf16(x) -> np.ndarray:
+    """float64 → nearest bfloat16 in one rounding: through float32 rounded
+    to odd, which keeps the second rounding exact."""
+    return to_bf16(f32_round_to_odd(x))
+
+
 # --- multiplier/rshift requantization (the TPU's integer rescale) -------------------------
 
 ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")

@@ -91,6 +91,7 @@ class LoweringState:
     converted_weights: dict[tuple[SSAValue, Attribute], SSAValue] = field(default_factory=dict)
     replaced: dict[SSAValue, SSAValue] = field(default_factory=dict)  # TOP value -> lowered
     regions: dict = field(default_factory=dict)  # filled by preparers (int8_region)
+    modes: dict[Operation, str] = field(default_factory=dict)  # TOP op -> its mode
 
     def fresh_name(self, base: str) -> str:
         name, index = base, 1
@@ -254,6 +255,21 @@ class Lowering:
         if element is None:
             element = self.out_quant(index).element_type() if self.is_int8 else self.float_type
         return TensorType(element, self.shape(index))
+
+    def float_epilogue(self) -> Attribute | None:
+        """The float type an INT8 conv/matmul should dequantize its int32
+        accumulator to, when the chip can and every reader is an op running
+        in a float mode: requantizing to int8 only to cast back would throw
+        away the accumulator's precision. None when the result must stay
+        quantized (an INT8 reader, or a function output: INT8 models return
+        their int8 results, as TPU-MLIR's do)."""
+        if not self.chip.float_epilogue:
+            return None
+        users = [use.operation for value in self.op.results for use in value.uses]
+        readers = [self.state.modes.get(u, "INT8") for u in users]  # outputs stay INT8
+        if not readers or "INT8" in readers:
+            return None
+        return FLOAT_TYPES[readers[0]]
 
     def build(
         self,

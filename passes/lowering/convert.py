@@ -107,6 +107,7 @@ class ConvertTopToTpuPass(ModulePass):
                 )
             names = {n for o in ops for n in o.names}
             state = LoweringState(chip, self.asymmetric, weights_of(op), calibrated, names)
+            state.modes = dict(modes)
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):
                     _strip_calibration(leaf)

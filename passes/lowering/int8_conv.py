@@ -77,6 +77,16 @@ def requant_attrs(lw: Lowering, scales: Sequence[float] | np.ndarray) -> dict:
     }
 
 
+def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
+    """`build` arguments for the accumulator at real scales `s_acc`:
+    requantized to the output's int8 scale, or (`Lowering.float_epilogue`)
+    dequantized straight to the float type its readers run in."""
+    element = lw.float_epilogue()
+    if element is None:
+        return {"attrs": requant_attrs(lw, np.asarray(s_acc) / lw.out_quant(0).scale)}
+    return {"attrs": requant_attrs(lw, s_acc), "result_types": [lw.result_type(0, element)]}
+
+
 def channel_vector(lw: Lowering, b: np.ndarray, channels: int, what: str) -> np.ndarray:
     """A per-channel parameter as a [channels] vector (size 1 broadcasts)."""
     flat = np.asarray(b, np.float64).reshape(-1)
@@ -177,8 +187,7 @@ def conv_like(lw: Lowering, cls: type[TensorOp], channel_axes: Sequence[int], vi
     if not lw.is_none(2):
         b = channel_vector(lw, lw.weight(2), channels, "bias")
         bias = lw.int_weight("bias_i32", quantize_bias(b, s_in * s_w), "int32")
-    attrs = requant_attrs(lw, s_in * s_w / lw.out_quant(0).scale)
-    return lw.build(cls, [x, filt, bias], attrs)
+    return lw.build(cls, [x, filt, bias], **epilogue(lw, s_in * s_w))
 
 
 @lowering(top.ConvOp, modes=INT8, when=weighted_filter)
@@ -214,8 +223,7 @@ def lower_matmul(lw: Lowering):
     bias = lw.operand(2)
     if not lw.is_none(2):
         bias = lw.int_weight("bias_i32", quantize_bias(lw.weight(2), np.float64(s_acc)), "int32")
-    attrs = requant_attrs(lw, [s_acc / lw.out_quant(0).scale])
-    return lw.build(tpu.MatMulOp, [left, right, bias], attrs)
+    return lw.build(tpu.MatMulOp, [left, right, bias], **epilogue(lw, [s_acc]))
 
 
 def column_bias(lw: Lowering, columns: int) -> np.ndarray:
@@ -250,8 +258,7 @@ def matmul_weight(lw: Lowering) -> Operation:
     filt = lw.int_weight("filter_i8", quantize_weight(w, scale), "int8")
     if b is not None:
         bias = lw.int_weight("bias_i32", quantize_bias(b, s_in * s_w), "int32")
-    attrs = requant_attrs(lw, s_in * s_w / lw.out_quant(0).scale)
-    return lw.build(tpu.MatMulOp, [x, filt, bias], attrs)
+    return lw.build(tpu.MatMulOp, [x, filt, bias], **epilogue(lw, s_in * s_w))
 
 
 # --- pooling and reductions -----------------------------------------------------------------

@@ -682,3 +682,48 @@ def test_bad_attributes_raise_tpuc_errors():
     prod = make(tpu.ReduceOp, [qtype([2, 2])], qtype([2]), mode="ReduceProd", axes=[0])
     with pytest.raises(TpucError, match="ReduceProd"):
         run(prod, [x.reshape(-1)[:4].reshape(2, 2)])
+
+
+# --- float epilogue: the int32 accumulator dequantized straight to a float type -----------
+
+
+@pytest.mark.parametrize("element", ["f32", "f16", "bf16"])
+def test_matmul_float_result_dequantizes_the_accumulator(element):
+    from xdsl.dialects.builtin import bf16, f16, f32
+
+    from tpuc.numerics import f64_to_bf16, f64_to_f16
+
+    out = {"f32": f32, "f16": f16, "bf16": bf16}[element]
+    x = np.array([[3, -2], [127, -128]], np.float32)  # i8, zero point 0
+    w = np.array([[1, 2], [5, -7]], np.float32)
+    bias = np.array([10.0, -1.0])
+    op = make(
+        tpu.MatMulOp,
+        [qtype(x.shape), TensorType(SI8, w.shape), TensorType(i32, [2])],
+        TensorType(out, [2, 2]),
+        multiplier=[3, 1431655765],
+        rshift=[4, 33],
+    )
+    # acc = x@w + bias = [[3-10+10, 6+14-1], [127-640+10, 254+896-1]] = [[3, 19], [-503, 1149]]
+    scale = np.array([3 / 16, 1431655765 / 2**33])
+    real = np.array([[3, 19], [-503, 1149]]) * scale
+    want = {"f32": np.float32, "f16": f64_to_f16, "bf16": f64_to_bf16}[element](real)
+    got = run(op, [x, w, bias])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.asarray(want, np.float32))
+
+
+def test_conv_float_result_applies_relu_and_limit_on_real_values():
+    from xdsl.dialects.builtin import f32
+
+    x = np.array([-4, -1, 2, 9], np.float32).reshape(1, 1, 2, 2)
+    w = np.array([3], np.float32).reshape(1, 1, 1, 1)
+    op = make(
+        tpu.Conv2DOp,
+        [qtype(x.shape, "i8", 0.5, -1), TensorType(SI8, w.shape), None],
+        TensorType(f32, [1, 1, 2, 2]),
+        kernel_shape=[1, 1], strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1,
+        multiplier=[1], rshift=[2], do_relu=True, relu_limit=4.0,
+    )  # fmt: skip
+    # acc = 3·(q + 1) = [-9, 0, 9, 30]; ·2^-2 = [-2.25, 0, 2.25, 7.5]; relu6-like limit 4
+    assert run(op, [x, w, None]).ravel().tolist() == [0.0, 0.0, 2.25, 4.0]

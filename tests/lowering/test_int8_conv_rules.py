@@ -298,8 +298,38 @@ def test_avg_pool_excluding_padding_falls_back_with_casts(chip, float_type):
     assert isinstance(element(pool.results[0]), float_type)
     assert not pool.value("multiplier")
     source = pool.operands[0].owner
-    assert source.name == "tpu.Cast"
-    assert isinstance(element(source.operands[0]), UniformQuantizedType)  # from the int8 conv
+    if chip == "cv183x":  # the int8 conv's result cast to bf16
+        assert source.name == "tpu.Cast"
+        assert isinstance(element(source.operands[0]), UniformQuantizedType)
+    else:  # bm1684x: the int8 conv dequantizes its accumulator to f32 itself
+        assert source.name == "tpu.Conv2D"
+        assert isinstance(element(source.operands[0]), UniformQuantizedType)
+        assert isinstance(element(source.results[0]), Float32Type)
+
+
+def test_float_epilogue_only_when_every_reader_runs_in_float():
+    """MatMul -> Softmax (F32 fallback): the accumulator goes straight to
+    f32 at scale S_in·S_w; a second INT8 reader keeps the int8 result."""
+
+    def build(extra_int8_reader: bool, chip="bm1684x"):
+        net = Net()
+        x = net.input("x", [2, 2], (-1.27, 1.27))
+        w = net.weight("w", np.array([[1.25, -0.5], [0.5, 2.5]], np.float32))
+        y = net.op("MatMul", [x, w, net.weight("b", [0.0, 0.0])], "y", [2, 2], (-5.08, 5.08))
+        s = net.op("Softmax", [y], "s", [2, 2], (0.0, 1.0), axis=1)
+        outs = [s]
+        if extra_int8_reader:
+            outs.append(net.op("Relu", [y], "r", [2, 2], (0.0, 5.08)))
+        return lower(net, outs, chip)
+
+    mm = build(False).op("tpu.MatMul")
+    assert isinstance(element(mm.results[0]), Float32Type)
+    assert [u.operation.name for u in mm.results[0].uses] == ["tpu.Softmax"]
+    # S_in·S_w per column: 0.01·1.25/127 = (102.4/127)·2^-13, 0.01·2.5/127 = (102.4/127)·2^-12;
+    # 2^31·102.4/127 = 1731514373.54
+    assert requant(mm) == ([1731514374, 1731514374], [44, 43])
+    for low in (build(True), build(False, "cv183x")):
+        assert isinstance(element(low.op("tpu.MatMul").results[0]), UniformQuantizedType)
 
 
 def test_avg_pool_ceil_mode_overhang_falls_back():

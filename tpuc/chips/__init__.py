@@ -32,6 +32,7 @@ class Chip:
     eltwise_multiplier_bits: int  # width of add/sub/concat input multipliers
     round_mode: str  # requant rounding of the chip
     float_fallback: str  # float mode for ops without an accurate INT8 form
+    float_epilogue: bool  # INT8 conv/matmul may dequantize its int32 result to float
 
     def check_mode(self, mode: str) -> None:
         """Fail, naming what the chip supports, when it cannot run `mode`."""
@@ -50,6 +51,7 @@ _BM168X = dict(
     eltwise_multiplier_bits=16,
     round_mode="HalfAwayFromZero",
     float_fallback="F32",
+    float_epilogue=True,
     gmem_align=4096,
     lmem_banks=16,
 )
@@ -61,6 +63,7 @@ _CV18XX = dict(
     eltwise_multiplier_bits=8,
     round_mode="HalfAwayFromZero",
     float_fallback="BF16",
+    float_epilogue=False,
     gmem_align=16,
     lmem_banks=8,
 )

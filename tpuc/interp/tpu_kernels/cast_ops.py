@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type
 from xdsl.ir import Attribute
 
 from tpuc.dialects import top, tpu
@@ -27,9 +26,10 @@ from tpuc.interp.tpu_kernels.registry import (
     in_quant,
     out_quant,
     requant_output,
+    round_once,
     tpu_kernel,
 )
-from tpuc.numerics import dequantize, quantize, round_half_away, saturate, to_bf16
+from tpuc.numerics import dequantize, quantize, round_half_away, saturate
 from tpuc.qparams import QuantParams
 
 
@@ -128,7 +128,7 @@ def requant_fp(op, args: list[Array]) -> Array:
     return saturate(q, out.qmin, out.qmax)
 
 
-@tpu_kernel(tpu.DequantIntOp, kinds=("float",))
+@tpu_kernel(tpu.DequantIntOp, kinds=("float", "int"))
 def dequant_int(op, args: list[Array]) -> Array:
     """(q − Z_in)·M / 2^r, exact in float64, rounded once to the result type."""
     x = args[0]
@@ -138,29 +138,6 @@ def dequant_int(op, args: list[Array]) -> Array:
     rshift = channel_params(op, op.value("rshift") or [0], rank)
     exact = np.ldexp(centered(x, in_quant(op)) * multiplier, -rshift)  # |acc·M| < 2^53
     return round_once(exact, element_of(op.results[0]))
-
-
-def round_once(x: Array, element: Attribute) -> Array:
-    """float64 values rounded once (to nearest even) to the float type
-    `element`, as float32. bf16 goes through float32 rounded to odd, which
-    keeps the second rounding exact."""
-    if isinstance(element, Float16Type):
-        return np.asarray(x, np.float64).astype(np.float16).astype(np.float32)
-    if isinstance(element, BFloat16Type):
-        return to_bf16(f32_round_to_odd(x))
-    return np.asarray(x, np.float32)
-
-
-def f32_round_to_odd(x: Array) -> Array:
-    """float64 -> float32 rounding to odd: inexact results take the
-    neighbour (of the two around x) whose last mantissa bit is 1."""
-    x = np.asarray(x, np.float64)
-    y = x.astype(np.float32)
-    fix = (y.astype(np.float64) != x) & ((y.view(np.uint32) & 1) == 0)
-    if not fix.any():
-        return y
-    toward = np.where(x > y, np.float32(np.inf), np.float32(-np.inf))
-    return np.where(fix, np.nextafter(y, toward), y)
 
 
 # --- table lookup ------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType, UnrankedTensorType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, UnrankedTensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.interp.kernels.registry import Array, Kernel
-from tpuc.numerics import requantize, round_half_away, saturate
+from tpuc.numerics import f64_to_bf16, f64_to_f16, requantize, round_half_away, saturate
 from tpuc.qparams import QuantParams
 
 KINDS = ("float", "int")
@@ -47,10 +47,11 @@ def element_of(value: SSAValue) -> Attribute:
 
 
 def kind_of(op: Operation) -> str:
-    """ "int" when the op's first result is quantized, else "float"."""
-    if not op.results:
-        return "float"
-    return "int" if isinstance(element_of(op.results[0]), UniformQuantizedType) else "float"
+    """ "int" when the op's first result or first operand is quantized (an
+    integer op, possibly with a float epilogue), else "float"."""
+    firsts = [*op.results[:1], *op.operands[:1]]
+    quantized = any(isinstance(element_of(v), UniformQuantizedType) for v in firsts)
+    return "int" if quantized else "float"
 
 
 def quant_of(value: SSAValue) -> QuantParams:
@@ -79,14 +80,38 @@ def channel_params(op, values: list[int], rank: int, axis: int = 1) -> np.ndarra
 
 def requant_output(op, acc: Array, axis: int = 1, index: int = 0) -> Array:
     """The integer epilogue: requant(acc, multiplier, rshift) + Z_out, fused
-    relu in the integer domain, saturation to the output storage range."""
-    out = out_quant(op, index)
+    relu in the integer domain, saturation to the output storage range. A
+    float result dequantizes instead (`dequant_output`)."""
     rank = np.ndim(acc)
     multiplier = channel_params(op, op.value("multiplier") or [1], rank, axis)
     rshift = channel_params(op, op.value("rshift") or [0], rank, axis)
+    element = element_of(op.results[index])
+    if not isinstance(element, UniformQuantizedType):
+        return dequant_output(op, acc, multiplier, rshift, element)
+    out = out_quant(op, index)
     q = requantize(acc, multiplier, rshift, op.value("round_mode") or "HalfAwayFromZero")
     q += out.zero_point
     return saturate(relu_int(op, q, out), out.qmin, out.qmax)
+
+
+def dequant_output(op, acc: Array, multiplier, rshift, element: Attribute) -> Array:
+    """The float epilogue: acc·M·2^−r in float64, fused relu (and limit) on
+    the real values, rounded once to the float result type."""
+    real = np.asarray(acc, np.float64) * np.ldexp(multiplier.astype(np.float64), -rshift)
+    if op.value("do_relu"):
+        limit = op.value("relu_limit")
+        real = np.clip(real, 0.0, limit if limit is not None and limit >= 0 else None)
+    return round_once(real, element)
+
+
+def round_once(x: Array, element: Attribute) -> Array:
+    """float64 values rounded once (to nearest even) to the float type
+    `element`, as float32."""
+    if isinstance(element, Float16Type):
+        return f64_to_f16(x)
+    if isinstance(element, BFloat16Type):
+        return f64_to_bf16(x)
+    return np.asarray(x, np.float32)
 
 
 def relu_int(op, q: np.ndarray, out: QuantParams) -> np.ndarray:
