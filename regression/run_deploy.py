@@ -9,7 +9,10 @@ onnxruntime FP32 on the same input, next to tpu-mlir 1.30.2's INT8 cosine
 (shared/anchors/SUMMARY.md).
 
     python regression/run_deploy.py [--models resnet50,ppocr_rec]
-        [--targets bm1684x:INT8,cv183x:BF16] [--work DIR] [--reuse]
+        [--targets bm1684x:INT8,cv183x:BF16] [--cali_method mse] [--work DIR] [--reuse]
+
+--cali_method picks run_calibration.py's threshold method (default kl, as
+TPU-MLIR; each method keeps its own table, `<name>_cali_table[_<method>]`).
 """
 
 from __future__ import annotations
@@ -53,11 +56,13 @@ def tool(module: str, argv: list[str], log: Path) -> tuple[int, float]:
     return code, time.perf_counter() - start
 
 
-def prepare(model, work: Path, reuse: bool, log: Path) -> tuple[Path, Path, Path]:
+def prepare(
+    model, work: Path, reuse: bool, log: Path, method: str = "kl"
+) -> tuple[Path, Path, Path]:
     """Transform and calibrate (skipped with --reuse when the files exist)."""
     mlir = work / f"{model.name}.mlir"
     top = work / f"{model.name}_top_outputs.npz"
-    table = work / f"{model.name}_cali_table"
+    table = work / (f"{model.name}_cali_table" + ("" if method == "kl" else f"_{method}"))
     if not (reuse and mlir.exists() and top.exists()):
         code, _ = tool("tpuc.tools.model_transform", [
             "--model_name", model.name, "--model_def", str(model.onnx_path),
@@ -68,7 +73,7 @@ def prepare(model, work: Path, reuse: bool, log: Path) -> tuple[Path, Path, Path
     if not (reuse and table.exists()):
         code, seconds = tool("tpuc.tools.run_calibration", [
             str(mlir), "--dataset", str(model.test_input.parent / "cali"),
-            "--tune_num", "5", "-o", str(table)], log)  # fmt: skip
+            "--cali_method", method, "--tune_num", "5", "-o", str(table)], log)  # fmt: skip
         if code:
             raise SystemExit(f"run_calibration failed for {model.name}; see {log}")
         print(f"{model.name}: calibration {seconds:.1f} s")
@@ -134,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anchors", type=Path, default=ANCHORS)
     parser.add_argument("--work", type=Path, default=CACHE / "deploy")
     parser.add_argument("--reuse", action="store_true", help="keep transform/calibration files")
+    parser.add_argument("--cali_method", default="kl", help="run_calibration.py threshold method")
     args = parser.parse_args(argv)
     ok = True
     for name in args.models.split(","):
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work / name
         work.mkdir(parents=True, exist_ok=True)
         log = work / "log.txt"
-        files = prepare(model, work, args.reuse, log)
+        files = prepare(model, work, args.reuse, log, args.cali_method)
         reference = onnx_outputs(model, files[1])
         rows = [deploy(model, files, t, work, log) for t in args.targets.split(",")]
         ok &= report(model, rows, reference)
