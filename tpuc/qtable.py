@@ -42,6 +42,8 @@ def parse_qtable(text: str, source: str) -> dict[str, str]:
 def format_qtable(modes: dict[str, str], header: list[str] | None = None) -> str:
     """The qtable text for `modes` (header lines are written as comments)."""
     lines = [f"# {h}" for h in header or []]
+    if header:
+        lines.append("###")
     lines.append("# op_name   quantize_mode")
     lines.extend(f"{name} {mode}" for name, mode in modes.items())
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ memory goes back to the runtime's arena, which hands it to later kernels
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -179,32 +179,42 @@ class TopInterpreter:
         dump_all: bool = False,
         progress: bool = False,
         observe: Observer | None = None,
+        given: Mapping[str, np.ndarray] | None = None,
+        reuse: Collection[int] = (),
     ) -> dict[str, np.ndarray]:
         """Outputs by tensor name (every tensor, inputs included, with dump_all).
 
         `observe(step, args, results)` is called after each op other than
         Weight and None (Input included), while its operands and results are
         still alive: calibration streams statistics through it instead of
-        keeping every tensor. It must not write into the arrays."""
+        keeping every tensor. It must not write into the arrays.
+
+        Steps whose index is in `reuse` are not computed: their results are
+        taken, by tensor name, from `given` (a dump_all of an earlier run),
+        which is never written into."""
         # inf/nan propagate silently, as in onnxruntime
         with np.errstate(all="ignore"), self.runtime.active():
             try:
-                return self._run(weights, inputs, dump_all, progress, observe)
+                return self._run(weights, inputs, dump_all, progress, observe, given, reuse)
             finally:
                 self.runtime.arena.finish()
 
     def _run(
-        self, weights, inputs, dump_all: bool, progress: bool, observe: Observer | None
+        self, weights, inputs, dump_all: bool, progress: bool, observe, given, reuse
     ) -> dict[str, np.ndarray]:
         env: dict[SSAValue, Any] = {}
         dumped: dict[str, np.ndarray] = {}
         arena = self.runtime.arena
         concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
+        in_place = not dump_all and not reuse  # given parts are not in a Concat's buffer
         for i, step in enumerate(_progress(self.steps, progress, self.title)):
-            if not dump_all:
+            if in_place:
                 arena.place(self._place(i, step, concats))
                 arena.pick_donors(env, self.donors[i])
-            results = self._execute(step, env, weights, inputs)
+            if i in reuse:
+                results = [given[name] for name in step.names]
+            else:
+                results = self._execute(step, env, weights, inputs)
             arena.place(None)
             arena.pick_donors(env, ())
             env.update(zip(step.results, results, strict=True))
