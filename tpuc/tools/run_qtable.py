@@ -158,7 +158,7 @@ def run(argv: list[str] | None = None) -> int:
         out.write_text(req.loss_table, loss_table_text(losses, header))
         out.write_text(req.output, format_qtable(chosen, header))
     stats = search.stats
-    say(f"{len(chosen)} float layers -> {req.output}; predicted output cosine {cos:.6f} "
+    say(f"{len(chosen)} float layers -> {req.output}; predicted output cosine {cos:.8f} "
         f"({'reaches' if cos >= req.expected_cos else 'below'} --expected_cos "
         f"{req.expected_cos}); loss table {req.loss_table}")  # fmt: skip
     say(f"{stats.evaluations} evaluations, {stats.ops_run} ops run, {stats.ops_reused} reused "
