@@ -28,6 +28,7 @@ from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation
 
 from tpuc.chips import Chip
+from tpuc.compare import cosine_similarity
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
 from tpuc.errors import TpucError
@@ -44,14 +45,6 @@ whatever precision its producer has)."""
 def best_float_mode(chip: Chip) -> str:
     """`--fp_type auto`: F32 where the chip has it, else its float fallback."""
     return "F32" if "F32" in chip.modes else chip.float_fallback
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    norm = np.linalg.norm(a) * np.linalg.norm(b)
-    if norm == 0:
-        return 1.0 if np.array_equal(a, b) else 0.0
-    return float(a @ b / norm)
 
 
 def op_signatures(module: ModuleOp) -> dict[str, int]:
@@ -102,8 +95,12 @@ class MixedPrecisionSearch:
         chip: Chip,
         samples: Sequence[Inputs],
         downstream_only: bool = True,
+        top_interp=None,
     ):
+        """`top_interp`: a TopInterpreter of `module` already built (e.g. the
+        calibration's), else one is made."""
         from tpuc.interp.top_interpreter import TopInterpreter
+        from tpuc.tools.model_transform import output_names
 
         if not samples:
             raise TpucError("the mixed-precision search needs at least one sample")
@@ -114,9 +111,9 @@ class MixedPrecisionSearch:
         self.stats = SearchStats()
         self._tmp = tempfile.TemporaryDirectory(prefix="tpuc_qtable_")
         start = time.perf_counter()
-        top_interp = TopInterpreter(module)
+        top_interp = top_interp or TopInterpreter(module)
         self.float_tensors = [top_interp.run(store, x, dump_all=True) for x in self.samples]
-        self.output_names = list(top_interp.run(store, self.samples[0]).keys())
+        self.output_names = output_names(module)
         self.stats.seconds["float"] = time.perf_counter() - start
         start = time.perf_counter()
         base = self.lower({})
@@ -159,7 +156,7 @@ class MixedPrecisionSearch:
         cosines = []
         for reference, stored in zip(self.float_tensors, values, strict=True):
             real = interp.real_values({n: stored[n] for n in self.output_names})
-            cosines += [cosine(real[n], reference[n]) for n in self.output_names]
+            cosines += [cosine_similarity(real[n], reference[n]) for n in self.output_names]
         return float(np.mean(cosines))
 
     def evaluate(self, qtable: Mapping[str, str]) -> float:
@@ -178,13 +175,16 @@ class MixedPrecisionSearch:
     def _reusable(self, module: ModuleOp, interp) -> set[int]:
         """Steps (not weights) whose signature matches the all-INT8 module's."""
         signatures = op_signatures(module)
+
+        def unchanged(name: str) -> bool:
+            base = self.base_signatures.get(name)
+            return base is not None and signatures.get(name) == base
+
         return {
             i
             for i, step in enumerate(interp.steps)
             if not isinstance(step.op, top.WeightOp | top.NoneOp)
-            and all(
-                self.base_signatures.get(n) == signatures.get(n) is not None for n in step.names
-            )  # fmt: skip
+            and all(map(unchanged, step.names))
         }
 
     # --- the search ----------------------------------------------------------------------
@@ -196,7 +196,9 @@ class MixedPrecisionSearch:
         for name in self.float_tensors[0]:
             if all(name in r for r in real):
                 pairs = zip(real, self.float_tensors, strict=True)
-                cosines[name] = float(np.mean([cosine(r[name], f[name]) for r, f in pairs]))
+                cosines[name] = float(
+                    np.mean([cosine_similarity(r[name], f[name]) for r, f in pairs])
+                )
         return cosines
 
     def layers(self) -> list[str]:

@@ -106,8 +106,9 @@ class ConvertTopToTpuPass(ModulePass):
                     "give model_deploy.py --calibration_table"
                 )
             names = {n for o in ops for n in o.names}
-            state = LoweringState(chip, self.asymmetric, weights_of(op), calibrated, names)
-            state.modes = dict(modes)
+            state = LoweringState(
+                chip, self.asymmetric, weights_of(op), calibrated, names, modes=modes
+            )
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):
                     _strip_calibration(leaf)

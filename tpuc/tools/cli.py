@@ -38,6 +38,28 @@ def add_command(subparsers, name: str, summary: str, description: str | None = N
     )
 
 
+def add_sample_flags(parser: argparse.ArgumentParser, input_num: int) -> None:
+    """--dataset / --data_list / --input_num, as every tool that runs samples has them."""
+    parser.add_argument("--dataset", help="folder of samples: images, .npy or .npz")
+    parser.add_argument(
+        "--data_list", help="file listing one sample per line (comma-separated for several inputs)"
+    )
+    parser.add_argument(
+        "--input_num",
+        type=int,
+        default=input_num,
+        help=f"number of samples to use (0 = all; default {input_num})",
+    )
+
+
+def check_sample_flags(args) -> None:
+    """Exactly one sample source, and a usable sample count."""
+    if (args.dataset is None) == (args.data_list is None):
+        raise TpucError("give exactly one of --dataset DIR and --data_list FILE")
+    if args.input_num < 0:
+        raise TpucError(f"--input_num {args.input_num}: must be 0 (all) or positive")
+
+
 def parse_list(text: str | None) -> list[str]:
     """`"a, b,,c"` -> ["a", "b", "c"]; None -> []."""
     if not text:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuc.errors import TpucError, run_cli
-from tpuc.tools.cli import existing_file, make_parser
+from tpuc.tools.cli import add_sample_flags, check_sample_flags, existing_file, make_parser
 
 PROG = "run_calibration.py"
 METHOD_NAMES = ("kl", "max", "percentile9999", "mse", "aciq_gauss", "aciq_laplace")
@@ -44,13 +44,7 @@ def build_parser():
         EPILOG,
     )
     parser.add_argument("mlir_file", help="TOP .mlir from model_transform.py")
-    parser.add_argument("--dataset", help="folder of samples: images, .npy or .npz")
-    parser.add_argument(
-        "--data_list", help="file listing one sample per line (comma-separated for several inputs)"
-    )
-    parser.add_argument(
-        "--input_num", type=int, default=0, help="number of samples to use (0 = all; default 0)"
-    )
+    add_sample_flags(parser, input_num=0)
     parser.add_argument(
         "--histogram_bin_num",
         type=int,
@@ -92,10 +86,7 @@ class Request:
 def check_request(args) -> Request:
     """Flag checks that need no model."""
     mlir = existing_file(args.mlir_file, "mlir file")
-    if (args.dataset is None) == (args.data_list is None):
-        raise TpucError("give exactly one of --dataset DIR and --data_list FILE")
-    if args.input_num < 0:
-        raise TpucError(f"--input_num {args.input_num}: must be 0 (all) or positive")
+    check_sample_flags(args)
     if args.histogram_bin_num < 128:
         raise TpucError(f"--histogram_bin_num {args.histogram_bin_num}: needs at least 128")
     if args.tune_num < 0:

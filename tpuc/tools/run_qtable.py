@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuc.errors import TpucError, run_cli
-from tpuc.tools.cli import existing_file, make_parser
+from tpuc.tools.cli import add_sample_flags, check_sample_flags, existing_file, make_parser
 
 PROG = "run_qtable.py"
 FP_TYPES = ("auto", "F16", "BF16", "F32")
@@ -42,11 +42,9 @@ def build_parser():
         EPILOG,
     )
     parser.add_argument("mlir_file", help="TOP .mlir from model_transform.py")
-    parser.add_argument("--dataset", help="folder of samples: images, .npy or .npz")
-    parser.add_argument("--data_list", help="file listing one sample per line")
+    add_sample_flags(parser, input_num=10)
     parser.add_argument("--calibration_table", required=True, help="table from run_calibration.py")
     parser.add_argument("--chip", "--processor", dest="chip", required=True, help="target chip")
-    parser.add_argument("--input_num", type=int, default=10, help="samples to use (default 10)")
     parser.add_argument(
         "--expected_cos", type=float, default=0.99, help="output cosine to reach (default 0.99)"
     )
@@ -86,10 +84,7 @@ def check_request(args) -> Request:
     """Flag checks that need no model."""
     mlir = existing_file(args.mlir_file, "mlir file")
     table = existing_file(args.calibration_table, "--calibration_table")
-    if (args.dataset is None) == (args.data_list is None):
-        raise TpucError("give exactly one of --dataset DIR and --data_list FILE")
-    if args.input_num < 0:
-        raise TpucError(f"--input_num {args.input_num}: must be 0 (all) or positive")
+    check_sample_flags(args)
     for flag in ("expected_cos", "min_layer_cos"):
         value = getattr(args, flag)
         if not -1.0 <= value <= 1.0:
@@ -142,7 +137,9 @@ def run(argv: list[str] | None = None) -> int:
             raise TpucError(f"{output}: refusing to overwrite an input file")
     inputs = [load_sample(s, cal.specs) for s in samples]
     say(f"{len(samples)} samples, chip {chip.name}, float mode {mode}")
-    search = MixedPrecisionSearch(cal.module, cal.weights, req.table, chip, inputs)
+    search = MixedPrecisionSearch(
+        cal.module, cal.weights, req.table, chip, inputs, top_interp=cal.interp
+    )
     try:
         say(f"all-INT8 output cosine {search.base_cos:.6f} (loss {1 - search.base_cos:.6g})")
         layers = search.candidates(req.min_layer_cos)

@@ -21,12 +21,10 @@ from tpuc.interp.kernels.registry import Array
 from tpuc.interp.tpu_kernels.float_ops import round_float
 from tpuc.interp.tpu_kernels.registry import (
     centered,
-    channel_params,
     element_of,
     in_quant,
     out_quant,
     requant_output,
-    round_once,
     tpu_kernel,
 )
 from tpuc.numerics import dequantize, quantize, round_half_away, saturate
@@ -130,14 +128,10 @@ def requant_fp(op, args: list[Array]) -> Array:
 
 @tpu_kernel(tpu.DequantIntOp, kinds=("float", "int"))
 def dequant_int(op, args: list[Array]) -> Array:
-    """(q − Z_in)·M / 2^r, exact in float64, rounded once to the result type."""
+    """(q − Z_in)·M / 2^r per channel: the float epilogue of requant_output."""
     x = args[0]
     check_requant(op, True, _channels(x))
-    rank = np.ndim(x)
-    multiplier = channel_params(op, op.value("multiplier") or [1], rank)
-    rshift = channel_params(op, op.value("rshift") or [0], rank)
-    exact = np.ldexp(centered(x, in_quant(op)) * multiplier, -rshift)  # |acc·M| < 2^53
-    return round_once(exact, element_of(op.results[0]))
+    return requant_output(op, centered(x, in_quant(op)))
 
 
 # --- table lookup ------------------------------------------------------------------------
