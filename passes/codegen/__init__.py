@@ -1,0 +1,1 @@
+"""codegen: a TPU_ADDRESSED module -> tpuc instruction streams -> a bmodel."""

@@ -1,0 +1,242 @@
+"""Op -> commands of tpuc's instruction set (docs/isa.md), global layers only.
+
+Pure data movement that is a strided copy (Permute, Slice with positive
+steps, type-preserving Concat and Split, reshapes that could not stay in
+place) becomes GDMA copies; every other op is one TIU command that carries
+its operands' full descriptions and its attributes as parameters (or one
+CPU command, for ops in a CPU subnet). Reshapes that address-assign kept in
+place emit nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import IntegerAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import from_attr, shape_of
+from tpuc.errors import TpucError
+from tpuc.interp.tpu_kernels.registry import element_of, kind_of
+from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
+from tpuc.isa.params import encode_params
+from tpuc.isa.records import (
+    ABSENT,
+    ENGINE_GDMA,
+    ENGINE_TIU,
+    FLAG_COEFF_MERGED,
+    FLAG_FILTER_REORDERED,
+    RECORD_BYTES,
+    TENSOR_COEFF,
+    Command,
+    Header,
+    TensorRecord,
+    contiguous_strides,
+    element_bytes,
+)
+from tpuc.isa.types import UnsupportedType, dtype_fields
+
+SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
+"""Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
+
+RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)
+
+
+def address(value: SSAValue) -> int:
+    """The device address address-assign put on a tensor type."""
+    t = value.type
+    encoding = t.encoding if isinstance(t, TensorType) else None
+    if not isinstance(encoding, IntegerAttr):
+        raise TpucError(
+            f"tensor {value.name_hint or value} has no address: run address-assign first"
+        )
+    return encoding.value.data
+
+
+def tensor_record(value: SSAValue, op: Operation) -> TensorRecord:
+    """The full description of an operand or result."""
+    if isinstance(value.owner, top.NoneOp):
+        return ABSENT
+    try:
+        fields = dtype_fields(element_of(value))
+    except UnsupportedType as exc:
+        raise TpucError(f"{op.name} '{_name(op)}': {exc}") from None
+    if isinstance(value.owner, top.WeightOp):
+        fields["flags"] = fields.get("flags", 0) | TENSOR_COEFF
+    shape = shape_of(value)
+    if shape is None:
+        raise TpucError(f"{op.name} '{_name(op)}': operand of unknown shape")
+    return TensorRecord(address(value), shape=shape, **fields)
+
+
+def _name(op: Operation) -> str:
+    names = getattr(op, "names", None)
+    return names[0] if names else op.name
+
+
+def op_params(op: Operation, merged: bool) -> dict:
+    """The attributes a command carries, as Python values."""
+    params = {}
+    for key, attr in op.attributes.items():
+        if key in SKIPPED_ATTRS or (merged and key in ("multiplier", "rshift")):
+            continue
+        value = from_attr(attr)
+        if not isinstance(value, bool | int | float | str | list):
+            raise TpucError(f"{op.name} '{_name(op)}': attribute '{key}' cannot be encoded")
+        params[key] = value
+    return params
+
+
+def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Command:
+    """One compute command for the op (CPU subnets use the same layout)."""
+    code = OP_CODES.get(op.name)
+    if code is None:
+        raise TpucError(f"{op.name} '{_name(op)}' has no command in tpuc's instruction set")
+    merged = bool(op.attributes.get("coeff_merged"))
+    flags = FLAG_COEFF_MERGED if merged else 0
+    if isinstance(op, tpu.Conv2DOp) and len(shape_of(op.operands[1]) or ()) == 4:
+        kernel = op.value("kernel_shape") or []
+        if len(kernel) == 2 and (shape_of(op.operands[1]) or (0,))[0] == 1:
+            flags |= FLAG_FILTER_REORDERED
+    try:
+        params = encode_params(op_params(op, merged))
+    except ValueError as exc:
+        raise TpucError(f"{op.name} '{_name(op)}': {exc}") from None
+    operands = [tensor_record(v, op) for v in op.operands]
+    results = [tensor_record(v, op) for v in op.results]
+    header = Header(
+        opcode=code,
+        engine=engine,
+        cmd_id=0,
+        wait_id=0,
+        n_operands=len(operands),
+        n_results=len(results),
+        n_param_records=len(params) // RECORD_BYTES,
+        flags=flags,
+        layer_id=layer_id,
+        kind=1 if kind_of(op) == "int" else 0,
+    )
+    return Command(header, operands, results, params)
+
+
+def copy_command(src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command:
+    header = Header(GDMA_COPY, ENGINE_GDMA, 0, 0, 1, 1, 0, layer_id=layer_id)
+    return Command(header, [src], [dst])
+
+
+# --- data movement as DMA -------------------------------------------------------------
+
+CopyRule = Callable[[Operation, int], list[Command] | None]
+COPY_RULES: dict[type[Operation], CopyRule] = {}
+
+
+def copy_rule(*classes: type[Operation]):
+    def register(fn: CopyRule) -> CopyRule:
+        for cls in classes:
+            COPY_RULES[cls] = fn
+        return fn
+
+    return register
+
+
+def _same_type(op: Operation) -> bool:
+    """Every operand and result has one element type: a copy is exact."""
+    elements = {element_of(v) for v in (*op.operands, *op.results)}
+    return len(elements) == 1
+
+
+def _plain(op: Operation) -> bool:
+    """No requantization or fused activation."""
+    if op.attributes.get("do_relu") is not None and op.value("do_relu"):
+        return False
+    multipliers = op.value("multiplier") or []
+    rshifts = op.value("rshift") or []
+    return all(m == 1 for m in multipliers) and all(r == 0 for r in rshifts)
+
+
+def _view(base: TensorRecord, shape, strides, offset: int) -> TensorRecord:
+    """A strided window of `base` starting `offset` elements in."""
+    addr = base.addr + offset * element_bytes(base.dtype)
+    return TensorRecord(
+        addr,
+        base.dtype,
+        tuple(shape),
+        tuple(strides),
+        base.space,
+        base.flags,
+        base.scale,
+        base.zero_point,
+        base.storage_min,
+        base.storage_max,
+    )
+
+
+@copy_rule(*RESHAPES)
+def _reshape(op: Operation, layer_id: int) -> list[Command] | None:
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if src.addr == dst.addr:
+        return []  # in place
+    flat = _view(src, dst.shape, contiguous_strides(dst.shape), 0)
+    return [copy_command(flat, dst, layer_id)]
+
+
+@copy_rule(tpu.PermuteOp)
+def _permute(op: Operation, layer_id: int) -> list[Command] | None:
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    order = [o % len(src.shape) for o in op.value("order")]
+    strides = contiguous_strides(src.shape)
+    view = _view(src, dst.shape, [strides[o] for o in order], 0)
+    return [copy_command(view, dst, layer_id)]
+
+
+@copy_rule(tpu.SliceOp)
+def _slice(op: Operation, layer_id: int) -> list[Command] | None:
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    offsets, steps = op.value("offset") or [], op.value("steps") or []
+    if len(offsets) != len(src.shape) or len(steps) != len(src.shape) or min(steps) < 1:
+        return None
+    strides = contiguous_strides(src.shape)
+    starts = [o % d if d else 0 for o, d in zip(offsets, src.shape, strict=True)]
+    offset = sum(s * st for s, st in zip(starts, strides, strict=True))
+    view = _view(src, dst.shape, [st * k for st, k in zip(strides, steps, strict=True)], offset)
+    return [copy_command(view, dst, layer_id)]
+
+
+@copy_rule(tpu.ConcatOp)
+def _concat(op: Operation, layer_id: int) -> list[Command] | None:
+    if not (_same_type(op) and _plain(op)):
+        return None
+    dst = tensor_record(op.results[0], op)
+    axis = op.value("axis") % len(dst.shape)
+    strides = contiguous_strides(dst.shape)
+    commands, start = [], 0
+    for value in op.operands:
+        src = tensor_record(value, op)
+        window = _view(dst, src.shape, strides, start * strides[axis])
+        commands.append(copy_command(src, window, layer_id))
+        start += src.shape[axis]
+    return commands
+
+
+@copy_rule(tpu.SplitOp)
+def _split(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _same_type(op):
+        return None
+    src = tensor_record(op.operands[0], op)
+    axis = op.value("axis") % len(src.shape)
+    strides = contiguous_strides(src.shape)
+    commands, start = [], 0
+    for value in op.results:
+        dst = tensor_record(value, op)
+        window = _view(src, dst.shape, strides, start * strides[axis])
+        commands.append(copy_command(window, dst, layer_id))
+        start += dst.shape[axis]
+    return commands
+
+
+def op_commands(op: Operation, layer_id: int) -> list[Command]:
+    """The commands of one TPU-subnet op, DMA where it is a plain copy."""
+    rule = COPY_RULES.get(type(op))
+    commands = rule(op, layer_id) if rule is not None else None
+    return commands if commands is not None else [tiu_command(op, layer_id)]

@@ -1,0 +1,217 @@
+"""The fixed-size records commands are made of (see docs/isa.md).
+
+A command is a header record, one tensor record per operand and result,
+then parameter records; every record is RECORD_BYTES long and little-endian.
+Tensor records describe an operand fully (address, memory space, dtype,
+shape, element strides, quantization), so the executing side needs nothing
+but the command itself.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+RECORD_BYTES = 128
+
+ENGINE_TIU, ENGINE_GDMA, ENGINE_CPU = 0, 1, 2
+ENGINES = {ENGINE_TIU: "TIU", ENGINE_GDMA: "GDMA", ENGINE_CPU: "CPU"}
+
+SPACE_GLOBAL, SPACE_LOCAL, SPACE_ABSENT = 0, 1, 0xFF
+
+# command flags
+FLAG_COEFF_MERGED = 1  # operand 2 is the (1, oc, 1, 3) i32 [bias, multiplier, rshift]
+FLAG_FILTER_REORDERED = 2  # operand 1 is the (1, oc, ic/g, kh*kw) filter
+
+# tensor flags
+TENSOR_QUANTIZED = 1  # a !quant.uniform storage type: scale, zero point, range apply
+TENSOR_SIGNED_INT = 2  # an explicitly signed integer type (si8 filters)
+TENSOR_COEFF = 4  # lives in coefficient memory (a weight)
+
+MAX_RANK = 8
+
+DTYPES: dict[str, int] = {
+    "f32": 0,
+    "f16": 1,
+    "i8": 2,
+    "u8": 3,
+    "i16": 4,
+    "u16": 5,
+    "i32": 6,
+    "u32": 7,
+    "bf16": 8,
+}
+"""dtype name -> code (TPU-MLIR's bm_data_type_t numbering)."""
+
+DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
+
+STORAGE = {
+    "f32": "<f4",
+    "f16": "<f2",
+    "bf16": "<u2",
+    "i8": "i1",
+    "u8": "u1",
+    "i16": "<i2",
+    "u16": "<u2",
+    "i32": "<i4",
+    "u32": "<u4",
+}
+"""dtype name -> numpy dtype of its bytes in memory (bf16: the upper 16 bits of an f32)."""
+
+_HEADER = struct.Struct("<HBxIIBBHIIB103x")
+_TENSOR = struct.Struct("<QBBBBidii8I8q")
+assert _HEADER.size == RECORD_BYTES and _TENSOR.size == RECORD_BYTES
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """One operand or result of a command."""
+
+    addr: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] = ()  # in elements; () = row-major contiguous
+    space: int = SPACE_GLOBAL
+    flags: int = 0
+    scale: float = 1.0
+    zero_point: int = 0
+    storage_min: int = 0
+    storage_max: int = 0
+
+    @property
+    def absent(self) -> bool:
+        return self.space == SPACE_ABSENT
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * element_bytes(self.dtype)
+
+    def element_strides(self) -> tuple[int, ...]:
+        return self.strides or contiguous_strides(self.shape)
+
+    def pack(self) -> bytes:
+        rank = len(self.shape)
+        if rank > MAX_RANK:
+            raise ValueError(f"rank {rank} exceeds the ISA's {MAX_RANK}")
+        shape = [*self.shape, *[0] * (MAX_RANK - rank)]
+        strides = [*self.element_strides(), *[0] * (MAX_RANK - rank)]
+        return _TENSOR.pack(
+            self.addr,
+            self.space,
+            DTYPES[self.dtype],
+            rank,
+            self.flags,
+            self.zero_point,
+            self.scale,
+            self.storage_min,
+            self.storage_max,
+            *shape,
+            *strides,
+        )
+
+    @staticmethod
+    def unpack(data: bytes | memoryview) -> TensorRecord:
+        fields = _TENSOR.unpack(data)
+        addr, space, dtype, rank, flags, zp, scale, lo, hi = fields[:9]
+        shape = tuple(fields[9 : 9 + rank])
+        strides = tuple(fields[17 : 17 + rank])
+        if dtype not in DTYPE_NAMES:
+            raise ValueError(f"unknown dtype code {dtype}")
+        return TensorRecord(
+            addr, DTYPE_NAMES[dtype], shape, strides, space, flags, scale, zp, lo, hi
+        )
+
+
+ABSENT = TensorRecord(0, "f32", (), space=SPACE_ABSENT)
+"""An optional operand the op does not have (top.None)."""
+
+
+@dataclass(frozen=True)
+class Header:
+    opcode: int
+    engine: int
+    cmd_id: int  # 1-based, per engine
+    wait_id: int  # the other engine's command that must have finished (0: none)
+    n_operands: int
+    n_results: int
+    n_param_records: int
+    flags: int = 0
+    layer_id: int = 0  # index of the op in the final module (tensor_location.json)
+    kind: int = 0  # 1: integer arithmetic (quantized operand or result)
+
+    def pack(self) -> bytes:
+        return _HEADER.pack(
+            self.opcode,
+            self.engine,
+            self.cmd_id,
+            self.wait_id,
+            self.n_operands,
+            self.n_results,
+            self.n_param_records,
+            self.flags,
+            self.layer_id,
+            self.kind,
+        )
+
+    @staticmethod
+    def unpack(data: bytes | memoryview) -> Header:
+        return Header(*_HEADER.unpack(data))
+
+    @property
+    def records(self) -> int:
+        """Records in the whole command, this header included."""
+        return 1 + self.n_operands + self.n_results + self.n_param_records
+
+
+@dataclass
+class Command:
+    header: Header
+    operands: list[TensorRecord]
+    results: list[TensorRecord]
+    params: bytes = b""  # the parameter words (docs/isa.md "Parameters")
+    attrs: dict = field(default_factory=dict)  # decoded params (reader side)
+
+    def pack(self) -> bytes:
+        body = b"".join(t.pack() for t in (*self.operands, *self.results))
+        return self.header.pack() + body + self.params
+
+
+def element_bytes(dtype: str) -> int:
+    return int(STORAGE[dtype][-1])
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+def split_commands(stream: bytes, count: int, what: str) -> list[Command]:
+    """Parse `count` commands from a stream; ValueError names the damage."""
+    view = memoryview(stream)
+    if len(view) % RECORD_BYTES:
+        raise ValueError(f"{what}: {len(view)} bytes is not a whole number of records")
+    commands, pos = [], 0
+    for index in range(count):
+        if pos + RECORD_BYTES > len(view):
+            raise ValueError(f"{what}: command {index} starts past the end of the stream")
+        header = Header.unpack(view[pos : pos + RECORD_BYTES])
+        end = pos + header.records * RECORD_BYTES
+        if end > len(view):
+            raise ValueError(f"{what}: command {index} runs past the end of the stream")
+        tensors = [
+            TensorRecord.unpack(view[p : p + RECORD_BYTES])
+            for p in range(
+                pos + RECORD_BYTES, end - header.n_param_records * RECORD_BYTES, RECORD_BYTES
+            )
+        ]
+        params = bytes(view[end - header.n_param_records * RECORD_BYTES : end])
+        operands, results = tensors[: header.n_operands], tensors[header.n_operands :]
+        commands.append(Command(header, operands, results, params))
+        pos = end
+    if pos != len(view):
+        raise ValueError(f"{what}: {len(view) - pos} bytes after the last of {count} commands")
+    return commands

@@ -1,0 +1,186 @@
+"""A bmodel loaded into a simulated device, ready to run.
+
+Loading checks the file (container checks in tpuc.bmodel; here: the chip is
+known, every region and command operand lies inside the chip's global
+memory and inside the bmodel's regions), places the coefficients, and turns
+every command into a step. `run` writes the inputs, executes the subnets in
+order (TPU subnets: the TIU and GDMA streams interleaved by their sync ids;
+CPU subnets: on the host), and reads the outputs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
+from tpuc.chips import get_chip
+from tpuc.errors import TpucError
+from tpuc.interp.kernels.runtime import Runtime
+from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
+from tpuc.isa.records import ENGINE_GDMA, ENGINE_TIU, Command, split_commands
+from tpuc.isa.types import element_of_record
+from tpuc.runtime.device import Device, Region
+from tpuc.runtime.executable import Step, make_step
+
+Observer = Callable[[Step, list[np.ndarray]], None]
+
+
+def interleave(tiu: list[Command], gdma: list[Command], what: str) -> list[Command]:
+    """The two engines' streams in an order that honours every wait: a
+    command runs once the other engine has finished its `wait_id`."""
+    order: list[Command] = []
+    done = {ENGINE_TIU: 0, ENGINE_GDMA: 0}
+    queues = {ENGINE_TIU: list(reversed(tiu)), ENGINE_GDMA: list(reversed(gdma))}
+    while queues[ENGINE_TIU] or queues[ENGINE_GDMA]:
+        progressed = False
+        for engine, other in ((ENGINE_TIU, ENGINE_GDMA), (ENGINE_GDMA, ENGINE_TIU)):
+            queue = queues[engine]
+            while queue and queue[-1].header.wait_id <= done[other]:
+                cmd = queue.pop()
+                done[engine] = cmd.header.cmd_id
+                order.append(cmd)
+                progressed = True
+        if not progressed:
+            raise TpucError(f"{what}: the TIU and GDMA streams wait for each other (deadlock)")
+    return order
+
+
+class Program:
+    """A loaded bmodel (its first network)."""
+
+    def __init__(self, model: BModel, source: str, threads: int | None = None):
+        self.model, self.source = model, source
+        if not model.nets or not model.nets[0].parameters:
+            raise TpucError(f"{source}: the bmodel has no network")
+        self.net = model.nets[0]
+        self.param: NetParameter = self.net.parameters[0]
+        self.chip = self._chip()
+        self.device = Device(self.chip.name, self.chip.gmem_start, self.chip.gmem_bytes)
+        self.coeff = self._region("coefficients", self.param.coeff_addr, len(self.param.coeff))
+        self.coeff.bytes[:] = np.frombuffer(self.param.coeff, np.uint8)
+        self.neurons = self._region("activations", self.param.ctx_addr, self.param.ctx_size)
+        self.subnets = [(s, self._steps(s)) for s in self._ordered_subnets()]
+        self.records = {
+            (r.addr, r.shape): r
+            for _, steps in self.subnets
+            for st in steps
+            for r in st.command.results
+        }
+        self.runtime = Runtime(threads)
+
+    def _chip(self):
+        try:
+            return get_chip(self.model.chip)
+        except TpucError:
+            raise TpucError(f"{self.source}: bmodel for unknown chip '{self.model.chip}'") from None
+
+    def _region(self, name: str, start: int, size: int) -> Region:
+        try:
+            return self.device.allocate(name, start, size)
+        except TpucError as exc:
+            raise TpucError(f"{self.source}: {exc}") from None
+
+    def _ordered_subnets(self) -> list[SubNet]:
+        subnets = {s.id: s for s in self.param.subnets}
+        order, current = [], 0 if subnets else None
+        while current is not None:
+            if current not in subnets or subnets[current] in order:
+                raise TpucError(f"{self.source}: subnet {current} is missing or repeats")
+            order.append(subnets[current])
+            nexts = subnets[current].next_ids
+            current = nexts[0] if nexts else None
+        return order
+
+    def _steps(self, subnet: SubNet) -> list[Step]:
+        what = f"{self.source}: subnet {subnet.id}"
+        try:
+            if subnet.mode == "CPU":
+                commands = [
+                    split_commands(p.param, 1, f"{what} cpu op {i}")[0]
+                    for i, p in enumerate(subnet.cpu_params)
+                ]
+            else:
+                commands = []
+                for g, group in enumerate(subnet.cmd_groups):
+                    tiu = split_commands(group.bdc, group.bdc_num, f"{what} group {g} TIU")
+                    gdma = split_commands(group.gdma, group.gdma_num, f"{what} group {g} GDMA")
+                    commands += interleave(tiu, gdma, f"{what} group {g}")
+        except ValueError as exc:
+            raise TpucError(f"{self.source}: corrupt command stream: {exc}") from None
+        return [make_step(c, self.device, f"{what} command {i}") for i, c in enumerate(commands)]
+
+    # --- running ---------------------------------------------------------------------
+
+    def _write_input(self, desc: TensorDesc, array: np.ndarray) -> None:
+        expected = tuple(desc.shape)
+        if array.shape != expected:
+            raise TpucError(
+                f"input '{desc.name}' has shape {list(array.shape)}, "
+                f"the bmodel expects {list(expected)}"
+            )
+        record = self.records_for(desc)
+        floating = desc.dtype in ("f32", "f16", "bf16")
+        if array.dtype.kind not in ("f" if floating else "fiu"):
+            raise TpucError(
+                f"input '{desc.name}' has dtype {array.dtype}, the bmodel's input is {desc.dtype}"
+            )
+        stored = from_real(np.asarray(array, np.float32), element_of_record(record))
+        self.device.write(record, self.neurons, stored)
+
+    def records_for(self, desc: TensorDesc):
+        """The exact tensor record (f64 scale) of an input or output."""
+        from tpuc.isa.records import TensorRecord
+
+        found = self.records.get((desc.device_addr, tuple(desc.shape)))
+        if found is not None:
+            return found
+        return TensorRecord(
+            desc.device_addr,
+            desc.dtype,
+            tuple(desc.shape),
+            scale=desc.scale,
+            zero_point=desc.zero_point,
+        )
+
+    def run(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        out_fixed: bool = False,
+        observe: Observer | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Outputs by name: real values, or with `out_fixed` the stored
+        integers of quantized outputs. `observe(step, results)` sees each
+        command's results."""
+        missing = [d.name for d in self.param.inputs if d.name not in inputs]
+        if missing:
+            raise TpucError(f"inputs missing for the bmodel: {', '.join(missing)}")
+        for desc in self.param.inputs:
+            self._write_input(desc, np.asarray(inputs[desc.name]))
+        with np.errstate(all="ignore"), self.runtime.active():
+            try:
+                for _, steps in self.subnets:
+                    for step in steps:
+                        results = step.run()
+                        if observe is not None:
+                            observe(step, results)
+            finally:
+                self.runtime.arena.finish()
+        return {d.name: self._read_output(d, out_fixed) for d in self.param.outputs}
+
+    def _read_output(self, desc: TensorDesc, out_fixed: bool) -> np.ndarray:
+        record = self.records_for(desc)
+        stored = self.device.read(record, self.neurons)
+        element = element_of_record(record)
+        if out_fixed or record.dtype in ("f32", "f16", "bf16"):
+            return np.asarray(stored, np.float32)
+        return to_real(stored, element)
+
+
+def load_bmodel(path: str | os.PathLike[str], threads: int | None = None) -> Program:
+    """Load and check a bmodel file; one-line TpucError when it is bad."""
+    model = load_bmodel_file(path)
+    return Program(model, str(path), threads)
