@@ -1,0 +1,170 @@
+"""The bmodel as Python data: what codegen fills and the runtime reads.
+
+These dataclasses mirror the flatbuffer tables of bmodel.fbs one to one
+but hold the payloads themselves (command streams, coefficients, CPU layer
+parameters) as `bytes`; the writer decides where they go in the binary
+blob. Values are normalized on construction to what the file can store
+(upper-case chip, float32 scale, int shape), so a written and re-read
+model compares equal to the one written.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from tpuc.errors import TpucError
+
+# TPU-MLIR's bm_data_type_t codes (Tensor.data_type)
+DTYPE_CODES: dict[str, int] = {
+    "f32": 0,
+    "f16": 1,
+    "i8": 2,
+    "u8": 3,
+    "i16": 4,
+    "u16": 5,
+    "i32": 6,
+    "u32": 7,
+    "bf16": 8,
+}
+DTYPE_NAMES: dict[int, str] = {code: name for name, code in DTYPE_CODES.items()}
+DTYPE_BYTES: dict[str, int] = {
+    "f32": 4,
+    "f16": 2,
+    "i8": 1,
+    "u8": 1,
+    "i16": 2,
+    "u16": 2,
+    "i32": 4,
+    "u32": 4,
+    "bf16": 2,
+}
+
+# SubNet.subnet_mode codes
+MODE_CODES: dict[str, int] = {"TPU": 0, "CPU": 1}
+MODE_NAMES: dict[int, str] = {code: name for name, code in MODE_CODES.items()}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tpuc")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def _float32(value: float) -> float:
+    """`value` as the float32 the file stores (Tensor.scale is float32)."""
+    return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A byte range of the binary blob (offsets from the blob's first byte)."""
+
+    start: int
+    size: int
+
+
+@dataclass
+class TensorDesc:
+    """An input or output tensor of a net or subnet, in device memory."""
+
+    name: str
+    dtype: str  # a key of DTYPE_CODES
+    shape: tuple[int, ...]
+    device_addr: int
+    size: int  # bytes
+    scale: float = 1.0
+    zero_point: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPE_CODES:
+            known = ", ".join(DTYPE_CODES)
+            raise TpucError(f"tensor '{self.name}': unknown bmodel dtype '{self.dtype}' ({known})")
+        self.shape = tuple(int(d) for d in self.shape)
+        self.scale = _float32(self.scale)
+        self.zero_point = int(self.zero_point)
+
+
+@dataclass
+class CmdGroup:
+    """The command streams of one group: compute engine (bdc) and DMA (gdma)."""
+
+    bdc: bytes
+    gdma: bytes
+    bdc_num: int
+    gdma_num: int
+    bdc_cmd_byte: int
+    gdma_cmd_byte: int
+
+
+@dataclass
+class CpuParam:
+    """One host-side layer of a CPU subnet: its op type and serialized parameters."""
+
+    op_type: int
+    param: bytes
+
+
+@dataclass
+class SubNet:
+    """A run of consecutive ops with one run mode ("TPU" or "CPU")."""
+
+    id: int
+    mode: str
+    cmd_groups: list[CmdGroup] = field(default_factory=list)
+    cpu_params: list[CpuParam] = field(default_factory=list)
+    inputs: list[TensorDesc] = field(default_factory=list)
+    outputs: list[TensorDesc] = field(default_factory=list)
+    next_ids: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODE_CODES:
+            raise TpucError(f"subnet {self.id}: unknown run mode '{self.mode}' (TPU, CPU)")
+
+
+@dataclass
+class Location:
+    """Where one weight lies in a net's coefficient bytes (CoeffMem.location)."""
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass
+class NetParameter:
+    """One stage of a net: its tensors, memory regions, coefficients and commands."""
+
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+    ctx_addr: int = 0  # activation (neuron) memory start
+    ctx_size: int = 0
+    coeff_addr: int = 0  # device address the coefficients are loaded at
+    coeff: bytes = b""
+    cmd_groups: list[CmdGroup] = field(default_factory=list)
+    subnets: list[SubNet] = field(default_factory=list)
+    coeff_locations: list[Location] = field(default_factory=list)
+
+
+@dataclass
+class Net:
+    name: str
+    parameters: list[NetParameter]
+
+
+@dataclass
+class BModel:
+    """A whole bmodel. `chip` is stored upper-case, as TPU-MLIR writes it."""
+
+    chip: str
+    nets: list[Net]
+    type: str = "tpuc"
+    version: str = field(default_factory=_version)
+    time: str = ""
+    neuron_size: int = 0
+
+    def __post_init__(self) -> None:
+        self.chip = self.chip.upper()
