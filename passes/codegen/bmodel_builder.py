@@ -11,7 +11,7 @@ model_deploy writes next to the bmodel (TPU-MLIR's tensor_location.json).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import numpy as np
 from xdsl.dialects import func
@@ -32,10 +32,17 @@ from tpuc.bmodel import (
 from tpuc.dialects import top
 from tpuc.errors import TpucError
 from tpuc.interp.top_interpreter import main_function, tensor_names
-from tpuc.isa.records import ENGINE_CPU, ENGINE_GDMA, ENGINE_TIU, STORAGE, Command
+from tpuc.isa.records import (
+    ENGINE_CPU,
+    ENGINE_GDMA,
+    ENGINE_TIU,
+    STORAGE,
+    TENSOR_QUANTIZED,
+    Command,
+)
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
-from tpuc.passes.codegen.commands import address, op_commands, tensor_record, tiu_command
+from tpuc.passes.codegen.commands import op_commands, tensor_record, tiu_command
 from tpuc.weights import read_weight
 
 LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
@@ -187,10 +194,10 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
 
 
 def tensor_locations(module: ModuleOp) -> list[dict]:
-    """Every tensor's layer id, name, address and type (for the debug json)."""
+    """Every activation's layer id, name, address and type (the debug json)."""
     rows = []
     for layer_id, op in enumerate(body_ops(module)):
-        if isinstance(op, top.NoneOp):
+        if isinstance(op, top.NoneOp | top.WeightOp):
             continue
         for value, name in zip(op.results, tensor_names(op), strict=True):
             record = tensor_record(value, op)
@@ -204,15 +211,8 @@ def tensor_locations(module: ModuleOp) -> list[dict]:
                     "shape": list(record.shape),
                     "scale": record.scale,
                     "zero_point": record.zero_point,
+                    "quantized": bool(record.flags & TENSOR_QUANTIZED),
                     "subnet": subnet_of(op) if not isinstance(op, LEAVES) else None,
                 }
             )
     return rows
-
-
-def input_addresses(module: ModuleOp) -> Mapping[str, int]:
-    return {
-        op.names[0]: address(op.results[0])
-        for op in body_ops(module)
-        if isinstance(op, top.InputOp)
-    }

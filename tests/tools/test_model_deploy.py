@@ -1,5 +1,6 @@
-"""model_deploy.py (part 1, no bmodel) on a tiny CNN: every mode on bm1684x
-and cv183x, the files it writes, mixed precision, the first-divergent-layer
+"""model_deploy.py on a tiny CNN: every mode on bm1684x and cv183x, the
+files it writes (the bmodel, bit-identical to the TPU interpreter in the
+device simulator), mixed precision, the first-divergent-layer
 message, reproducibility, and every bad request ending with one line, exit
 status 1 and no file written."""
 
@@ -120,9 +121,16 @@ def test_modes_pass_and_write_their_files(prepared, tmp_path, capsys, chip, mode
     code, out, err = deploy(prepared, tmp_path, capsys, mode, *extra, chip=chip)
     assert code == 0, err
     expected = {f"{prefix}_tpu.mlir", f"{prefix}_tpu_weight.npz", f"{prefix}_tpu_outputs.npz"}
+    expected |= {f"{prefix}_final.mlir", f"{prefix}_final_weight.npz", "cnn.bmodel"}
+    expected |= {f"{prefix}_tensor_location.json", f"{prefix}_model_outputs.npz"}
     assert files_in(tmp_path) == expected
     assert "TPU module matches the reference" in out
-    assert "the bmodel step is not available yet" in out.splitlines()[-1]
+    assert "bmodel matches the TPU interpreter bit for bit (1 output(s))" in out
+    final = (tmp_path / f"{prefix}_final.mlir").read_text()
+    assert 'module.state = "TPU_ADDRESSED"' in final and "module.neuron_size" in final
+    with np.load(tmp_path / f"{prefix}_model_outputs.npz") as bm:
+        with np.load(tmp_path / f"{prefix}_tpu_outputs.npz") as tpu:
+            assert np.array_equal(bm["logits"], tpu["logits"])
     assert "min_similiarity = " in out
     module, store = load(tmp_path / f"{prefix}_tpu.mlir")
     text = (tmp_path / f"{prefix}_tpu.mlir").read_text()
@@ -165,11 +173,19 @@ def test_compare_all_and_debug_keep_intermediates(prepared, tmp_path, capsys):
     assert calibrated.attributes["module.state"].data == "TOP_CALIBRATED"
 
 
-def test_without_test_input_only_lowers(prepared, tmp_path, capsys):
+def test_without_test_input_compiles_without_checking(prepared, tmp_path, capsys):
     code, out, err = deploy(prepared, tmp_path, capsys, "F16", validate=False)
     assert code == 0, err
-    assert files_in(tmp_path) == {"cnn_bm1684x_f16_tpu.mlir", "cnn_bm1684x_f16_tpu_weight.npz"}
-    assert "compared" not in out
+    prefix = "cnn_bm1684x_f16"
+    assert files_in(tmp_path) == {
+        f"{prefix}_tpu.mlir",
+        f"{prefix}_tpu_weight.npz",
+        f"{prefix}_final.mlir",
+        f"{prefix}_final_weight.npz",
+        f"{prefix}_tensor_location.json",
+        "cnn.bmodel",
+    }
+    assert "compared" not in out and "device simulator" not in out
 
 
 def test_reference_defaults_to_the_top_interpreter(prepared, tmp_path, capsys):
@@ -230,12 +246,13 @@ def test_layer_search_runs_top_when_reference_has_only_outputs(prepared, tmp_pat
     assert "first layer below tolerance: 'r1'" in one_line_error(err)
 
 
-def test_outputs_are_byte_identical_across_runs(prepared, tmp_path, capsys):
+def test_outputs_are_byte_identical_across_runs(prepared, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # the bmodel's time field
     first, second = tmp_path / "a", tmp_path / "b"
     for out in (first, second):
         code, _, err = deploy(prepared, out, capsys, "INT8", "--compare_all")
         assert code == 0, err
-    assert files_in(first) == files_in(second) and len(files_in(first)) == 3
+    assert files_in(first) == files_in(second) and len(files_in(first)) == 8
     for name in files_in(first):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 

@@ -11,7 +11,7 @@ CPU subnets: on the host), and reads the outputs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -20,12 +20,17 @@ from tpuc.chips import get_chip
 from tpuc.errors import TpucError
 from tpuc.interp.kernels.runtime import Runtime
 from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
-from tpuc.isa.records import ENGINE_GDMA, ENGINE_TIU, Command, split_commands
+from tpuc.isa.records import (
+    ENGINE_GDMA,
+    ENGINE_TIU,
+    TENSOR_QUANTIZED,
+    Command,
+    TensorRecord,
+    split_commands,
+)
 from tpuc.isa.types import element_of_record
 from tpuc.runtime.device import Device, Region
 from tpuc.runtime.executable import Step, make_step
-
-Observer = Callable[[Step, list[np.ndarray]], None]
 
 
 def interleave(tiu: list[Command], gdma: list[Command], what: str) -> list[Command]:
@@ -130,10 +135,8 @@ class Program:
         stored = from_real(np.asarray(array, np.float32), element_of_record(record))
         self.device.write(record, self.neurons, stored)
 
-    def records_for(self, desc: TensorDesc):
+    def records_for(self, desc: TensorDesc) -> TensorRecord:
         """The exact tensor record (f64 scale) of an input or output."""
-        from tpuc.isa.records import TensorRecord
-
         found = self.records.get((desc.device_addr, tuple(desc.shape)))
         if found is not None:
             return found
@@ -150,34 +153,68 @@ class Program:
         inputs: Mapping[str, np.ndarray],
         *,
         out_fixed: bool = False,
-        observe: Observer | None = None,
+        dump: list[dict] | None = None,
     ) -> dict[str, np.ndarray]:
         """Outputs by name: real values, or with `out_fixed` the stored
-        integers of quantized outputs. `observe(step, results)` sees each
-        command's results."""
+        integers of quantized outputs. `dump`: tensor_location rows
+        (layer_id, name, address, dtype, shape, scale, zero_point) of
+        intermediate tensors to return as well, each read right after the
+        commands of its layer (or, for layers without commands such as
+        in-place reshapes, before the next layer's first command)."""
         missing = [d.name for d in self.param.inputs if d.name not in inputs]
         if missing:
             raise TpucError(f"inputs missing for the bmodel: {', '.join(missing)}")
         for desc in self.param.inputs:
             self._write_input(desc, np.asarray(inputs[desc.name]))
+        dumper = Dumper(self, dump or [], out_fixed)
         with np.errstate(all="ignore"), self.runtime.active():
             try:
                 for _, steps in self.subnets:
                     for step in steps:
-                        results = step.run()
-                        if observe is not None:
-                            observe(step, results)
+                        layer = step.command.header.layer_id
+                        dumper.before(layer)
+                        step.run()
+                        dumper.after(layer)
             finally:
                 self.runtime.arena.finish()
-        return {d.name: self._read_output(d, out_fixed) for d in self.param.outputs}
+        dumper.before(None)
+        outputs = {d.name: self.value(self.records_for(d), out_fixed) for d in self.param.outputs}
+        return {**dumper.values, **outputs}
 
-    def _read_output(self, desc: TensorDesc, out_fixed: bool) -> np.ndarray:
-        record = self.records_for(desc)
-        stored = self.device.read(record, self.neurons)
-        element = element_of_record(record)
+    def value(self, record: TensorRecord, out_fixed: bool) -> np.ndarray:
+        """A tensor's current contents: real values, or stored ones."""
+        stored = self.device.read(record, self.device.region(record, "tensor"))
         if out_fixed or record.dtype in ("f32", "f16", "bf16"):
             return np.asarray(stored, np.float32)
-        return to_real(stored, element)
+        return to_real(stored, element_of_record(record))
+
+
+class Dumper:
+    """Reads tensors by their tensor_location rows while a run goes on."""
+
+    def __init__(self, program: Program, rows: list[dict], out_fixed: bool):
+        self.program, self.out_fixed = program, out_fixed
+        self.pending: dict[int, list[tuple[str, TensorRecord]]] = {}
+        for row in rows:
+            record = TensorRecord(
+                int(row["address"]),
+                row["dtype"],
+                tuple(row["shape"]),
+                flags=TENSOR_QUANTIZED if row.get("quantized") else 0,
+                scale=float(row.get("scale", 1.0)),
+                zero_point=int(row.get("zero_point", 0)),
+            )
+            self.pending.setdefault(int(row["layer_id"]), []).append((row["name"], record))
+        self.values: dict[str, np.ndarray] = {}
+
+    def before(self, layer: int | None) -> None:
+        """Layers before `layer` (all when None) that ran no command."""
+        for done in sorted(k for k in self.pending if layer is None or k < layer):
+            self.after(done)
+
+    def after(self, layer: int) -> None:
+        for name, record in self.pending.pop(layer, []):
+            self.values[name] = self.program.value(record, self.out_fixed)
 
 
 def load_bmodel(path: str | os.PathLike[str], threads: int | None = None) -> Program:

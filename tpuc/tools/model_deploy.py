@@ -1,4 +1,4 @@
-"""model_deploy.py: lower a TOP module for a chip and check it (part 1: no bmodel).
+"""model_deploy.py: lower a TOP module for a chip, check it, and compile the bmodel.
 
 Steps (each announced on one line):
 1. check the request: files, tolerance, chip and modes (from the chip's
@@ -9,9 +9,15 @@ Steps (each announced on one line):
 3. with --test_input: run the TPU interpreter -> `<prefix>_tpu_outputs.npz`
    (real values), compare with --test_reference (default: the TOP
    interpreter on the same input) and, on failure, name the first layer in
-   graph order below --tolerance.
+   graph order below --tolerance;
+4. weight-reorder, subnet-divide, address-assign -> `<prefix>_final.mlir`
+   (addresses on the tensor types) and `_final_weight.npz`; codegen -> the
+   bmodel (--model) and `<prefix>_tensor_location.json`;
+5. with --test_input (unless --skip_validation): run the bmodel in the
+   device simulator -> `<prefix>_model_outputs.npz`, which must equal the
+   TPU interpreter's outputs bit for bit.
 All files go next to --model and are written together; a bad request leaves
-nothing behind. The bmodel itself comes with a later version.
+nothing behind.
 """
 
 from __future__ import annotations
@@ -33,11 +39,13 @@ if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
 PROG = "model_deploy.py"
 EPILOG = (
     "Outputs, next to --model: <name>_<chip>_<mode>[_sym|_asym]_tpu.mlir (_sym/_asym for INT8) "
-    "and its _tpu_weight.npz; with --test_input also <prefix>_tpu_outputs.npz (real values of the "
-    "TPU interpreter); with --debug and a calibration table also <prefix>_top_calibrated.mlir. "
-    "Exit status 1 on a bad request (nothing is written) or when the TPU module differs from the "
-    "reference (files are kept; the first layer below --tolerance is named). The bmodel step is "
-    "not available yet: --model is not written."
+    "and its _tpu_weight.npz, <prefix>_final.mlir and _final_weight.npz, "
+    "<prefix>_tensor_location.json and the bmodel itself; with --test_input also "
+    "<prefix>_tpu_outputs.npz (real values of the TPU interpreter) and <prefix>_model_outputs.npz "
+    "(the bmodel in the device simulator); with --debug and a calibration table also "
+    "<prefix>_top_calibrated.mlir. Exit status 1 on a bad request (nothing is written), when the "
+    "TPU module differs from the reference (files are kept; the first layer below --tolerance is "
+    "named) or when the bmodel's outputs are not bit-identical to the TPU interpreter's."
 )
 MAX_FAILURE_LINES = 10
 
@@ -45,8 +53,9 @@ MAX_FAILURE_LINES = 10
 def build_parser():
     parser = make_parser(
         PROG,
-        "Lower a TOP module to the TPU dialect for one chip and quantize mode and, with "
-        "--test_input, check the TPU interpreter against the TOP results.",
+        "Lower a TOP module to the TPU dialect for one chip and quantize mode, compile it to a "
+        "bmodel and, with --test_input, check the TPU interpreter against the TOP results and "
+        "the bmodel against the TPU interpreter.",
         EPILOG,
     )
     parser.add_argument("--mlir", required=True, help="TOP .mlir from model_transform.py")
@@ -95,7 +104,7 @@ def build_parser():
     parser.add_argument(
         "--model",
         required=True,
-        help="output bmodel; every file is written in its folder (the bmodel itself: later)",
+        help="output bmodel; every other file is written in its folder",
     )
     parser.add_argument(
         "--debug",
@@ -105,7 +114,7 @@ def build_parser():
     parser.add_argument(
         "--skip_validation",
         action="store_true",
-        help="skip checking the bmodel against the TPU module (no bmodel yet)",
+        help="do not run the bmodel in the device simulator against the TPU interpreter",
     )
     return parser
 
@@ -127,6 +136,7 @@ class Request:
     excepts: list[str]
     model: Path
     debug: bool
+    skip_validation: bool = False
 
     @property
     def folder(self) -> Path:
@@ -169,6 +179,7 @@ def check_request(args) -> Request:
         excepts=parse_list(args.excepts),
         model=model,
         debug=bool(args.debug),
+        skip_validation=bool(args.skip_validation),
     )
 
 
@@ -261,7 +272,7 @@ def deploy(req: Request) -> int:
         return req.folder / f"{prefix}{suffix}"
 
     written: list[Path] = []
-    check = None
+    check = bmodel_check = None
     with OutputSet(protected=tuple(req.inputs())) as out:
         # TOP as it was: the reference, or the layer search's intermediates
         top = data.module.clone() if data.inputs is not None else None
@@ -289,15 +300,56 @@ def deploy(req: Request) -> int:
             out.save_npz(outputs, check.values)
             written.append(outputs)
             stages.done("save outputs")
+        compiled = codegen(req, data, out, path, written)
+        stages.done("codegen")
+        if check is not None and not req.skip_validation:
+            bmodel_check = run_bmodel(req, compiled.bmodel, data.inputs, check.values)
+            out.save_npz(path("_model_outputs.npz"), bmodel_check.outputs)
+            written.append(path("_model_outputs.npz"))
+            stages.done("bmodel check")
     say(f"saved {', '.join(str(p) for p in written)}")
     if check is not None:
         report(req, check, data.module)
         if not check.passed:
             raise TpucError(check.failure(req.mode))
         say(f"TPU module matches the reference (--tolerance {req.tolerance})")
+    if bmodel_check is not None:
+        if not bmodel_check.passed:
+            raise TpucError(
+                f"the bmodel differs from the TPU interpreter: {'; '.join(bmodel_check.mismatches)}"
+            )
+        names = len(bmodel_check.outputs)
+        say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
     say(f"done ({stages.line()})")
-    say(f"the bmodel step is not available yet: {req.model} was not written")
     return 0
+
+
+def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
+    """weight-reorder, subnet-divide, address-assign -> `_final.mlir`, then
+    the bmodel (--model) and `_tensor_location.json`."""
+    import json
+
+    from tpuc.module_io import save_module
+    from tpuc.passes.codegen import compile_bmodel
+
+    say("weight-reorder, subnet-divide, address-assign, codegen")
+    compiled = compile_bmodel(data.module, data.store, req.chip)
+    final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
+    save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
+    locations = path("_tensor_location.json")
+    rows = {"bmodel": req.model.name, **compiled.locations}
+    out.write_text(locations, json.dumps(rows, indent=1) + "\n")
+    out.write_bytes(req.model, compiled.bmodel)
+    written += [final_mlir, final_weights, locations, req.model]
+    return compiled
+
+
+def run_bmodel(req: Request, bmodel: bytes, inputs, expected):
+    """The bmodel in the device simulator, against the TPU interpreter."""
+    from tpuc.runtime.check import check_bmodel
+
+    say(f"running {req.model} in the device simulator; comparing with the TPU interpreter")
+    return check_bmodel(bmodel, str(req.model), inputs, expected)
 
 
 def validate(req: Request, data: Loaded, top, outputs_path: Path) -> Verification:

@@ -1,12 +1,16 @@
 """model_runner.py: run a model on an input npz and save the outputs as npz.
 
-    model_runner.py --input in.npz --model m.mlir|m.onnx --output out.npz [--dump_all_tensors]
+    model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx --output out.npz
+                    [--dump_all_tensors] [--out_fixed]
 
-`.mlir` runs in the TOP interpreter (the weight npz named by
-`module.weight_file` must sit next to it); `.onnx` runs in onnxruntime. With
-`--dump_all_tensors` every intermediate tensor is saved too. The input npz
-is keyed by the model's input names. `run_onnx` is also the reference run
-of model_transform.py.
+`.bmodel` runs in tpuc's device simulator (tpuc.runtime); `.mlir` in the TOP
+interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
+weight npz named by `module.weight_file` must sit next to it); `.onnx` in
+onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved
+too (a bmodel needs the `_tensor_location.json` model_deploy wrote next to
+it). `--out_fixed` keeps the stored integers of quantized tensors instead of
+their real values. The input npz is keyed by the model's input names.
+`run_onnx` is also the reference run of model_transform.py.
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 def build_parser():
     parser = make_parser(
         PROG,
-        "Run a model (.mlir in the TOP interpreter, .onnx in onnxruntime) on an input npz "
-        "and save its outputs as npz.",
+        "Run a model (.bmodel in the device simulator, .mlir in the TOP or TPU interpreter, "
+        ".onnx in onnxruntime) on an input npz and save its outputs as npz.",
         "A .mlir needs its weight npz (module.weight_file) next to it. The input npz is keyed "
-        "by the model's input names; shapes must match.",
+        "by the model's input names; shapes (and for a bmodel, dtypes) must match. "
+        "--dump_all_tensors on a bmodel reads the <prefix>_tensor_location.json that "
+        "model_deploy.py wrote next to it.",
     )
     parser.add_argument("--input", required=True, help="input .npz, keyed by input name")
-    parser.add_argument("--model", required=True, help="model: .mlir (TOP) or .onnx")
+    parser.add_argument(
+        "--model", required=True, help="model: .bmodel, .mlir (TOP or TPU) or .onnx"
+    )
     parser.add_argument(
         "--output", help="output .npz (default: <model name>_output.npz in the current directory)"
     )
@@ -40,6 +48,11 @@ def build_parser():
         "--dump_all_tensors",
         action="store_true",
         help="save every intermediate tensor, not only the outputs",
+    )
+    parser.add_argument(
+        "--out_fixed",
+        action="store_true",
+        help="bmodel / TPU .mlir: save quantized tensors as their stored integers, not real values",
     )
     return parser
 
@@ -201,25 +214,67 @@ def _first_line(exc: BaseException) -> str:
 # --- the tool ----------------------------------------------------------------------
 
 
-def run_mlir_file(model_path: str, inputs: Mapping, dump_all: bool) -> dict:
+def run_mlir_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
+    """A TOP module in the TOP interpreter, a lowered TPU module in the TPU
+    interpreter (later states hold reordered weights: run their bmodel)."""
     from tpuc.interp.top_interpreter import run_top
+    from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.module_io import load_module
+    from tpuc.module_state import ModuleState, state_of
     from tpuc.preprocess import input_specs, inputs_from_npz
 
     module, store = load_module(model_path)
     feed = inputs_from_npz(inputs, input_specs(module), "--input")
-    return run_top(module, store, feed, dump_all=dump_all)
+    state = state_of(module)
+    if state is None or state in (ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED):
+        return run_top(module, store, feed, dump_all=dump_all)
+    if state != ModuleState.TPU_LOWERED:
+        raise TpucError(
+            f"--model {model_path}: a {state} module has reordered weights; run the _tpu.mlir "
+            "or the bmodel instead"
+        )
+    interpreter = TpuInterpreter(module)
+    outputs = interpreter.run(store, feed, dump_all=dump_all)
+    return outputs if out_fixed else interpreter.real_values(outputs)
 
 
-def run_onnx_file(model_path: str, inputs: Mapping, dump_all: bool) -> dict:
+def run_onnx_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
     return run_onnx(model_path, inputs, dump_all=dump_all, notes=lambda m: print(f"note: {m}"))
 
 
-RUNNERS: dict[str, Callable[[str, Mapping, bool], dict]] = {
+def run_bmodel_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
+    from tpuc.runtime import load_bmodel
+
+    program = load_bmodel(model_path)
+    rows = tensor_location(model_path)["tensors"] if dump_all else None
+    return program.run(inputs, out_fixed=out_fixed, dump=rows)
+
+
+def tensor_location(model_path: str) -> dict:
+    """The `_tensor_location.json` next to a bmodel that names it."""
+    import json
+    from pathlib import Path
+
+    bmodel = Path(model_path)
+    for candidate in sorted(bmodel.parent.glob("*_tensor_location.json")):
+        try:
+            rows = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rows, dict) and rows.get("bmodel") == bmodel.name:
+            return rows
+    raise TpucError(
+        f"--dump_all_tensors: no *_tensor_location.json for {bmodel.name} in "
+        f"{bmodel.parent or '.'} (model_deploy.py writes it next to the bmodel)"
+    )
+
+
+RUNNERS: dict[str, Callable[[str, Mapping, bool, bool], dict]] = {
     ".mlir": run_mlir_file,
     ".onnx": run_onnx_file,
+    ".bmodel": run_bmodel_file,
 }
-"""Model file suffix -> runner (bmodel, tflite ... arrive with their tools)."""
+"""Model file suffix -> runner(path, inputs, dump_all, out_fixed)."""
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -234,7 +289,7 @@ def run(argv: list[str] | None = None) -> int:
     existing_file(args.input, "--input")
     inputs = load_npz(args.input)
     output = args.output or f"{model.stem}_output.npz"
-    results = runner(str(model), inputs, args.dump_all_tensors)
+    results = runner(str(model), inputs, args.dump_all_tensors, args.out_fixed)
     with OutputSet(protected=(args.input, args.model)) as out:
         out.save_npz(output, results)
     print(f"saved {len(results)} tensor(s) to {output}")
