@@ -17,6 +17,9 @@ PASSES: dict[str, tuple[str, str]] = {
     "import-calibration-table": ("tpuc.passes.import_calibration", "ImportCalibrationTablePass"),
     "processor-assign": ("tpuc.passes.processor_assign", "ProcessorAssignPass"),
     "convert-top-to-tpu": ("tpuc.passes.lowering.convert", "ConvertTopToTpuPass"),
+    "weight-reorder": ("tpuc.passes.weight_reorder", "WeightReorderPass"),
+    "subnet-divide": ("tpuc.passes.subnet_divide", "SubnetDividePass"),
+    "address-assign": ("tpuc.passes.address_assign", "AddressAssignPass"),
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
 }

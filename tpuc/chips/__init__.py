@@ -13,6 +13,8 @@ from tpuc.errors import TpucError
 
 FLOAT_MODES = ("F32", "F16", "BF16")
 MODES = (*FLOAT_MODES, "INT8")
+CPU_OPS = ("tpu.TopK",)
+"""TPU ops no chip runs yet: subnet-divide puts them in CPU subnets."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,11 @@ class Chip:
     eu_bytes: int
     lmem_bytes: int  # local memory per NPU
     lmem_banks: int
-    gmem_align: int
+    gmem_align: int  # alignment of each weight in global memory
+    gmem_start: int  # first global-memory byte the compiler may use
+    gmem_bytes: int  # size of the (simulated) global memory
+    neuron_align: int  # alignment of each activation in global memory
+    cpu_ops: tuple[str, ...]  # TPU op names the chip cannot run: CPU subnets
     asymmetric: bool  # INT8 with zero points
     multiplier_bits: int  # width of the conv/matmul requant multiplier (signed)
     eltwise_multiplier_bits: int  # width of add/sub/concat input multipliers
@@ -53,6 +59,10 @@ _BM168X = dict(
     float_fallback="F32",
     float_epilogue=True,
     gmem_align=4096,
+    gmem_start=0x100000000,  # TPU-MLIR's CTX_START_ADDR
+    gmem_bytes=4 * 2**30,
+    neuron_align=64,
+    cpu_ops=CPU_OPS,
     lmem_banks=16,
 )
 _CV18XX = dict(
@@ -65,6 +75,9 @@ _CV18XX = dict(
     float_fallback="BF16",
     float_epilogue=False,
     gmem_align=16,
+    gmem_start=0,
+    neuron_align=16,
+    cpu_ops=CPU_OPS,
     lmem_banks=8,
 )
 
@@ -73,8 +86,8 @@ CHIPS: dict[str, Chip] = {
     for chip in (
         Chip("bm1684x", modes=MODES, npu_num=64, eu_bytes=64, lmem_bytes=256 * 1024, **_BM168X),
         Chip("bm1688", modes=MODES, npu_num=32, eu_bytes=16, lmem_bytes=128 * 1024, **_BM168X),
-        Chip("cv183x", npu_num=32, eu_bytes=16, lmem_bytes=32 * 1024, **_CV18XX),
-        Chip("cv182x", npu_num=8, eu_bytes=16, lmem_bytes=32 * 1024, **_CV18XX),
+        Chip("cv183x", npu_num=32, eu_bytes=16, lmem_bytes=32 * 1024, gmem_bytes=2**30, **_CV18XX),
+        Chip("cv182x", npu_num=8, eu_bytes=16, lmem_bytes=32 * 1024, gmem_bytes=2**28, **_CV18XX),
     )
 }
 
