@@ -1,4 +1,5 @@
-"""model_runner.py on .onnx (onnxruntime) and .mlir (TOP interpreter)."""
+"""model_runner.py on .onnx (onnxruntime), .mlir (TOP interpreter) and bad input
+(bmodels: tests/tools/test_bmodel_runtime.py)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def test_mlir_matches_onnxruntime(work, capsys):
 @pytest.mark.parametrize(
     "model, inputs, needle",
     [
-        ("m.bmodel", "in.npz", "unsupported model type (supported: .mlir, .onnx)"),
+        ("m.tflite", "in.npz", "unsupported model type (supported: .bmodel, .mlir, .onnx)"),
+        ("m.bmodel", "in.npz", "truncated bmodel"),
         ("tiny.onnx", "wrong.npz", "no data for input 'x'"),
         ("missing.onnx", "in.npz", "no such file"),
         ("tiny.onnx", "missing.npz", "no such file"),
@@ -66,6 +68,7 @@ def test_mlir_matches_onnxruntime(work, capsys):
 def test_errors(work, capsys, model, inputs, needle):
     d, _ = work
     (d / "m.bmodel").write_bytes(b"")
+    (d / "m.tflite").write_bytes(b"")
     np.savez(d / "wrong.npz", input=np.zeros(3))
     argv = ["--input", str(d / inputs), "--model", str(d / model), "--output", str(d / "o.npz")]
     code, _, err = run_main(model_runner.main, argv, capsys)

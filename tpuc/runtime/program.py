@@ -56,31 +56,41 @@ def interleave(tiu: list[Command], gdma: list[Command], what: str) -> list[Comma
 class Program:
     """A loaded bmodel (its first network)."""
 
-    def __init__(self, model: BModel, source: str, threads: int | None = None):
+    def __init__(
+        self, model: BModel, source: str, threads: int | None = None, device: str | None = None
+    ):
         self.model, self.source = model, source
         if not model.nets or not model.nets[0].parameters:
             raise TpucError(f"{source}: the bmodel has no network")
         self.net = model.nets[0]
         self.param: NetParameter = self.net.parameters[0]
-        self.chip = self._chip()
+        self.chip = self._chip(device)
         self.device = Device(self.chip.name, self.chip.gmem_start, self.chip.gmem_bytes)
         self.coeff = self._region("coefficients", self.param.coeff_addr, len(self.param.coeff))
         self.coeff.bytes[:] = np.frombuffer(self.param.coeff, np.uint8)
         self.neurons = self._region("activations", self.param.ctx_addr, self.param.ctx_size)
         self.subnets = [(s, self._steps(s)) for s in self._ordered_subnets()]
+        # the last command writing each (address, shape, dtype): outputs' producers
         self.records = {
-            (r.addr, r.shape): r
+            (r.addr, r.shape, r.dtype): r
             for _, steps in self.subnets
             for st in steps
             for r in st.command.results
         }
         self.runtime = Runtime(threads)
 
-    def _chip(self):
+    def _chip(self, device: str | None):
+        """The bmodel's chip, which must be the simulated device's."""
         try:
-            return get_chip(self.model.chip)
+            chip = get_chip(self.model.chip)
         except TpucError:
             raise TpucError(f"{self.source}: bmodel for unknown chip '{self.model.chip}'") from None
+        if device is not None and get_chip(device) != chip:
+            raise TpucError(
+                f"{self.source}: the bmodel is for {self.model.chip}, the device is "
+                f"{get_chip(device).name}; compile it for that chip (model_deploy.py --chip)"
+            )
+        return chip
 
     def _region(self, name: str, start: int, size: int) -> Region:
         try:
@@ -126,7 +136,7 @@ class Program:
                 f"input '{desc.name}' has shape {list(array.shape)}, "
                 f"the bmodel expects {list(expected)}"
             )
-        record = self.records_for(desc)
+        record = desc_record(desc)
         floating = desc.dtype in ("f32", "f16", "bf16")
         if array.dtype.kind not in ("f" if floating else "fiu"):
             raise TpucError(
@@ -136,17 +146,9 @@ class Program:
         self.device.write(record, self.neurons, stored)
 
     def records_for(self, desc: TensorDesc) -> TensorRecord:
-        """The exact tensor record (f64 scale) of an input or output."""
-        found = self.records.get((desc.device_addr, tuple(desc.shape)))
-        if found is not None:
-            return found
-        return TensorRecord(
-            desc.device_addr,
-            desc.dtype,
-            tuple(desc.shape),
-            scale=desc.scale,
-            zero_point=desc.zero_point,
-        )
+        """An output's exact record (f64 scale) from the command writing it."""
+        found = self.records.get((desc.device_addr, tuple(desc.shape), desc.dtype))
+        return found if found is not None else desc_record(desc)
 
     def run(
         self,
@@ -217,7 +219,25 @@ class Dumper:
             self.values[name] = self.program.value(record, self.out_fixed)
 
 
-def load_bmodel(path: str | os.PathLike[str], threads: int | None = None) -> Program:
-    """Load and check a bmodel file; one-line TpucError when it is bad."""
+def desc_record(desc: TensorDesc) -> TensorRecord:
+    """A bmodel Tensor as a tensor record (8-bit integers are quantized)."""
+    quantized = desc.dtype in ("i8", "u8")
+    return TensorRecord(
+        desc.device_addr,
+        desc.dtype,
+        tuple(desc.shape),
+        flags=TENSOR_QUANTIZED if quantized else 0,
+        scale=desc.scale,
+        zero_point=desc.zero_point,
+        storage_min=-128 if desc.dtype == "i8" else 0,
+        storage_max=127 if desc.dtype == "i8" else 255,
+    )
+
+
+def load_bmodel(
+    path: str | os.PathLike[str], threads: int | None = None, device: str | None = None
+) -> Program:
+    """Load and check a bmodel file into a simulated device (of `device`'s
+    chip when given, else of the bmodel's); one-line TpucError when bad."""
     model = load_bmodel_file(path)
-    return Program(model, str(path), threads)
+    return Program(model, str(path), threads, device)

@@ -50,6 +50,12 @@ def build_parser():
         help="save every intermediate tensor, not only the outputs",
     )
     parser.add_argument(
+        "--chip",
+        type=str.lower,
+        help="bmodel: the simulated device's chip (default: the bmodel's); another chip's "
+        "bmodel is refused",
+    )
+    parser.add_argument(
         "--out_fixed",
         action="store_true",
         help="bmodel / TPU .mlir: save quantized tensors as their stored integers, not real values",
@@ -214,7 +220,14 @@ def _first_line(exc: BaseException) -> str:
 # --- the tool ----------------------------------------------------------------------
 
 
-def run_mlir_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
+@dataclass(frozen=True)
+class RunOptions:
+    dump_all: bool = False  # every tensor, not only the outputs
+    out_fixed: bool = False  # stored integers of quantized tensors
+    chip: str | None = None  # bmodel: the simulated device's chip
+
+
+def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
     """A TOP module in the TOP interpreter, a lowered TPU module in the TPU
     interpreter (later states hold reordered weights: run their bmodel)."""
     from tpuc.interp.top_interpreter import run_top
@@ -227,27 +240,28 @@ def run_mlir_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: b
     feed = inputs_from_npz(inputs, input_specs(module), "--input")
     state = state_of(module)
     if state is None or state in (ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED):
-        return run_top(module, store, feed, dump_all=dump_all)
+        return run_top(module, store, feed, dump_all=options.dump_all)
     if state != ModuleState.TPU_LOWERED:
         raise TpucError(
             f"--model {model_path}: a {state} module has reordered weights; run the _tpu.mlir "
             "or the bmodel instead"
         )
     interpreter = TpuInterpreter(module)
-    outputs = interpreter.run(store, feed, dump_all=dump_all)
-    return outputs if out_fixed else interpreter.real_values(outputs)
+    outputs = interpreter.run(store, feed, dump_all=options.dump_all)
+    return outputs if options.out_fixed else interpreter.real_values(outputs)
 
 
-def run_onnx_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
-    return run_onnx(model_path, inputs, dump_all=dump_all, notes=lambda m: print(f"note: {m}"))
+def run_onnx_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
+    notes = lambda m: print(f"note: {m}")  # noqa: E731
+    return run_onnx(model_path, inputs, dump_all=options.dump_all, notes=notes)
 
 
-def run_bmodel_file(model_path: str, inputs: Mapping, dump_all: bool, out_fixed: bool) -> dict:
+def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
     from tpuc.runtime import load_bmodel
 
-    program = load_bmodel(model_path)
-    rows = tensor_location(model_path)["tensors"] if dump_all else None
-    return program.run(inputs, out_fixed=out_fixed, dump=rows)
+    program = load_bmodel(model_path, device=options.chip)
+    rows = tensor_location(model_path)["tensors"] if options.dump_all else None
+    return program.run(inputs, out_fixed=options.out_fixed, dump=rows)
 
 
 def tensor_location(model_path: str) -> dict:
@@ -269,12 +283,12 @@ def tensor_location(model_path: str) -> dict:
     )
 
 
-RUNNERS: dict[str, Callable[[str, Mapping, bool, bool], dict]] = {
+RUNNERS: dict[str, Callable[[str, Mapping, RunOptions], dict]] = {
     ".mlir": run_mlir_file,
     ".onnx": run_onnx_file,
     ".bmodel": run_bmodel_file,
 }
-"""Model file suffix -> runner(path, inputs, dump_all, out_fixed)."""
+"""Model file suffix -> runner(path, inputs, options)."""
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -289,7 +303,10 @@ def run(argv: list[str] | None = None) -> int:
     existing_file(args.input, "--input")
     inputs = load_npz(args.input)
     output = args.output or f"{model.stem}_output.npz"
-    results = runner(str(model), inputs, args.dump_all_tensors, args.out_fixed)
+    if args.chip is not None and model.suffix.lower() != ".bmodel":
+        raise TpucError("--chip applies to a .bmodel only")
+    options = RunOptions(args.dump_all_tensors, args.out_fixed, args.chip)
+    results = runner(str(model), inputs, options)
     with OutputSet(protected=(args.input, args.model)) as out:
         out.save_npz(output, results)
     print(f"saved {len(results)} tensor(s) to {output}")
