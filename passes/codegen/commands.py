@@ -95,10 +95,8 @@ def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Comma
         raise TpucError(f"{op.name} '{_name(op)}' has no command in tpuc's instruction set")
     merged = bool(op.attributes.get("coeff_merged"))
     flags = FLAG_COEFF_MERGED if merged else 0
-    if isinstance(op, tpu.Conv2DOp) and len(shape_of(op.operands[1]) or ()) == 4:
-        kernel = op.value("kernel_shape") or []
-        if len(kernel) == 2 and (shape_of(op.operands[1]) or (0,))[0] == 1:
-            flags |= FLAG_FILTER_REORDERED
+    if _filter_reordered(op):
+        flags |= FLAG_FILTER_REORDERED
     try:
         params = encode_params(op_params(op, merged))
     except ValueError as exc:
@@ -118,6 +116,17 @@ def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Comma
         kind=1 if kind_of(op) == "int" else 0,
     )
     return Command(header, operands, results, params)
+
+
+def _filter_reordered(op: Operation) -> bool:
+    """A 2-D conv whose filter has weight-reorder's (1, oc, ic/g, kh*kw) shape."""
+    if not isinstance(op, tpu.Conv2DOp):
+        return False
+    kernel = op.value("kernel_shape") or []
+    filt, out = shape_of(op.operands[1]), shape_of(op.results[0])
+    if len(kernel) != 2 or filt is None or out is None or len(filt) != 4:
+        return False
+    return filt[0] == 1 and filt[1] == out[1] and filt[3] == kernel[0] * kernel[1]
 
 
 def copy_command(src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command:
@@ -174,6 +183,8 @@ def _view(base: TensorRecord, shape, strides, offset: int) -> TensorRecord:
 
 @copy_rule(*RESHAPES)
 def _reshape(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _same_type(op):
+        return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     if src.addr == dst.addr:
         return []  # in place
@@ -183,6 +194,8 @@ def _reshape(op: Operation, layer_id: int) -> list[Command] | None:
 
 @copy_rule(tpu.PermuteOp)
 def _permute(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _same_type(op):
+        return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     order = [o % len(src.shape) for o in op.value("order")]
     strides = contiguous_strides(src.shape)
@@ -192,6 +205,8 @@ def _permute(op: Operation, layer_id: int) -> list[Command] | None:
 
 @copy_rule(tpu.SliceOp)
 def _slice(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _same_type(op):
+        return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     offsets, steps = op.value("offset") or [], op.value("steps") or []
     if len(offsets) != len(src.shape) or len(steps) != len(src.shape) or min(steps) < 1:

@@ -26,6 +26,8 @@ def _padded(data: bytes) -> bytes:
 def _entry(name: str, value) -> bytes:
     kind, payload, count = _payload(name, value)
     key = name.encode()
+    if len(key) > 0xFF:
+        raise ValueError(f"attribute name '{name[:20]}…' is longer than 255 bytes")
     tag = kind | (len(key) << 8) | (count << 32)
     return struct.pack("<Q", tag) + _padded(key) + payload
 
@@ -54,12 +56,22 @@ def _payload(name: str, value) -> tuple[int, bytes, int]:
 
 def encode_params(attrs: Mapping[str, object]) -> bytes:
     """Attributes (plain Python values), sorted by name, padded to records."""
-    words = b"".join(_entry(name, attrs[name]) for name in sorted(attrs))
+    try:
+        words = b"".join(_entry(name, attrs[name]) for name in sorted(attrs))
+    except struct.error as exc:  # an int outside i64
+        raise ValueError(f"attribute out of range: {exc}") from None
     return words + b"\0" * (-len(words) % RECORD_BYTES)
 
 
 def decode_params(data: bytes) -> dict[str, object]:
     """The inverse of `encode_params`; ValueError on a malformed stream."""
+    try:
+        return _decode(data)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed parameters: {exc}") from None
+
+
+def _decode(data: bytes) -> dict[str, object]:
     attrs: dict[str, object] = {}
     pos = 0
     while pos + 8 <= len(data):
@@ -84,6 +96,8 @@ def _read(kind: int, count: int, data: bytes, pos: int, name: str) -> tuple[obje
     if kind == BOOL:
         return bool(struct.unpack_from("<q", data, pos)[0]), pos + 8
     if kind == STR:
+        if pos + count > len(data):
+            raise ValueError(f"parameter '{name}' runs past the end of its command")
         return data[pos : pos + count].decode(), pos + count + (-count % 8)
     if kind == INT_LIST:
         return list(struct.unpack_from(f"<{count}q", data, pos)), pos + 8 * count

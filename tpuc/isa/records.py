@@ -114,6 +114,10 @@ class TensorRecord:
     def unpack(data: bytes | memoryview) -> TensorRecord:
         fields = _TENSOR.unpack(data)
         addr, space, dtype, rank, flags, zp, scale, lo, hi = fields[:9]
+        if rank > MAX_RANK:
+            raise ValueError(f"tensor rank {rank} exceeds the ISA's {MAX_RANK}")
+        if space not in (SPACE_GLOBAL, SPACE_LOCAL, SPACE_ABSENT):
+            raise ValueError(f"unknown memory space {space}")
         shape = tuple(fields[9 : 9 + rank])
         strides = tuple(fields[17 : 17 + rank])
         if dtype not in DTYPE_NAMES:

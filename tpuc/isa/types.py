@@ -33,7 +33,7 @@ def dtype_fields(element: Attribute) -> dict:
     for cls, name in _FLOATS.items():
         if isinstance(element, cls):
             return {"dtype": name}
-    if isinstance(element, UniformQuantizedType):
+    if isinstance(element, UniformQuantizedType) and element.storage_width in (8, 16):
         return {
             "dtype": f"{'i' if element.is_signed else 'u'}{element.storage_width}",
             "flags": TENSOR_QUANTIZED,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tpuc.errors import TpucError
-from tpuc.isa.records import STORAGE, TensorRecord, element_bytes
+from tpuc.isa.records import SPACE_GLOBAL, STORAGE, TensorRecord, element_bytes
 from tpuc.isa.types import from_storage, to_storage
 
 
@@ -46,6 +46,8 @@ class Device:
 
     def region(self, record: TensorRecord, what: str) -> Region:
         """The region holding the whole strided extent of a tensor record."""
+        if record.space != SPACE_GLOBAL:
+            raise TpucError(f"{what}: local-memory operands need layer groups (not simulated yet)")
         low, high = extent(record)
         for region in self.regions:
             if region.holds(low, high - low):

@@ -1,0 +1,410 @@
+"""tpuc/isa records, parameter words and dtype mapping against byte vectors
+written out by hand from docs/isa.md (never produced by the code under test)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    IntegerType,
+    Signedness,
+    f32,
+    i32,
+)
+
+from tpuc.dialects.quant import UniformQuantizedType
+from tpuc.isa.params import decode_params, encode_params
+from tpuc.isa.records import (
+    ABSENT,
+    RECORD_BYTES,
+    SPACE_ABSENT,
+    TENSOR_QUANTIZED,
+    TENSOR_SIGNED_INT,
+    Command,
+    Header,
+    TensorRecord,
+    contiguous_strides,
+    element_bytes,
+    split_commands,
+)
+from tpuc.isa.types import dtype_fields, element_of_record, from_storage, to_storage
+
+
+def hexbytes(text: str) -> bytes:
+    """Hex with spaces/newlines allowed."""
+    return bytes.fromhex("".join(text.split()))
+
+
+def zeros(n: int) -> bytes:
+    return b"\0" * n
+
+
+# --- header -------------------------------------------------------------------------
+
+
+SAMPLE_HEADER = Header(
+    opcode=0x0102,
+    engine=1,
+    cmd_id=0x0A0B0C0D,
+    wait_id=7,
+    n_operands=3,
+    n_results=2,
+    n_param_records=0x0105,
+    flags=3,
+    layer_id=0x11223344,
+    kind=1,
+)
+
+SAMPLE_HEADER_BYTES = (
+    hexbytes("02 01")  # opcode 0x0102
+    + hexbytes("01 00")  # engine GDMA, reserved
+    + hexbytes("0d 0c 0b 0a")  # cmd_id
+    + hexbytes("07 00 00 00")  # wait_id
+    + hexbytes("03 02")  # n_operands, n_results
+    + hexbytes("05 01")  # n_param_records 0x0105
+    + hexbytes("03 00 00 00")  # flags
+    + hexbytes("44 33 22 11")  # layer_id
+    + hexbytes("01")  # kind
+    + zeros(103)
+)
+
+
+def test_header_pack_bytes():
+    data = SAMPLE_HEADER.pack()
+    assert len(data) == RECORD_BYTES
+    assert data == SAMPLE_HEADER_BYTES
+    assert data[0:2] == b"\x02\x01"  # opcode, little-endian
+    assert data[4:8] == b"\x0d\x0c\x0b\x0a"  # cmd_id
+    assert data[14:16] == b"\x05\x01"  # n_param_records
+    assert data[25:] == zeros(103)
+
+
+def test_header_unpack_and_records():
+    assert Header.unpack(SAMPLE_HEADER_BYTES) == SAMPLE_HEADER
+    assert SAMPLE_HEADER.records == 1 + 3 + 2 + 0x105
+
+
+# --- tensor record --------------------------------------------------------------------
+
+
+QUANT_RECORD = TensorRecord(
+    addr=0x100001040,
+    dtype="i8",
+    shape=(1, 3, 4),
+    strides=(12, 4, 1),
+    flags=TENSOR_QUANTIZED,
+    scale=0.5,
+    zero_point=-3,
+    storage_min=-128,
+    storage_max=127,
+)
+
+QUANT_RECORD_BYTES = (
+    hexbytes("40 10 00 00 01 00 00 00")  # addr 0x100001040
+    + hexbytes("00 02 03 01")  # space global, dtype i8 (2), rank 3, flags quantized
+    + hexbytes("fd ff ff ff")  # zero point -3
+    + hexbytes("00 00 00 00 00 00 e0 3f")  # scale 0.5 = 0x3FE0000000000000
+    + hexbytes("80 ff ff ff 7f 00 00 00")  # storage -128 .. 127
+    + hexbytes("01 00 00 00 03 00 00 00 04 00 00 00")  # shape
+    + zeros(5 * 4)
+    + hexbytes("0c 00 00 00 00 00 00 00 04 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
+    + zeros(5 * 8)
+)
+
+
+def test_tensor_record_pack_bytes():
+    data = QUANT_RECORD.pack()
+    assert len(data) == RECORD_BYTES
+    assert data == QUANT_RECORD_BYTES
+
+
+def test_tensor_record_scale_is_f64_at_16():
+    record = TensorRecord(0, "f32", (2,), scale=0.1)
+    data = record.pack()
+    assert data[16:24] == struct.pack("<d", 0.1)
+    assert data[16:24] == hexbytes("9a 99 99 99 99 99 b9 3f")
+
+
+def test_tensor_record_default_strides_and_negative_strides():
+    data = TensorRecord(0x40, "bf16", (2, 3)).pack()
+    assert data[9] == 8 and data[10] == 2  # dtype bf16, rank 2
+    assert data[32:40] == hexbytes("02 00 00 00 03 00 00 00")
+    assert data[64:80] == hexbytes("03 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
+    reversed_view = TensorRecord(0x4C, "u8", (4,), strides=(-1,)).pack()
+    assert reversed_view[64:72] == b"\xff" * 8
+
+
+def test_tensor_record_unpack_identity():
+    assert TensorRecord.unpack(QUANT_RECORD_BYTES) == QUANT_RECORD
+    assert TensorRecord.unpack(QUANT_RECORD.pack()) == QUANT_RECORD
+    scalar = TensorRecord(0x100, "f16", ())
+    assert TensorRecord.unpack(scalar.pack()) == scalar
+    dense = TensorRecord(0x200, "i32", (2, 3, 5))
+    back = TensorRecord.unpack(dense.pack())
+    assert back.strides == (15, 5, 1)  # written explicitly
+    assert back.element_strides() == dense.element_strides()
+    absent = TensorRecord.unpack(ABSENT.pack())
+    assert absent.absent and absent.space == SPACE_ABSENT and absent.shape == ()
+
+
+def test_tensor_record_errors():
+    with pytest.raises(ValueError, match="rank 9"):
+        TensorRecord(0, "f32", (1,) * 9).pack()
+    bad = bytearray(QUANT_RECORD_BYTES)
+    bad[9] = 9  # no dtype 9
+    with pytest.raises(ValueError, match="dtype code 9"):
+        TensorRecord.unpack(bytes(bad))
+
+
+def test_contiguous_strides_and_sizes():
+    assert contiguous_strides((2, 3, 4)) == (12, 4, 1)
+    assert contiguous_strides((5,)) == (1,)
+    assert contiguous_strides(()) == ()
+    assert contiguous_strides((2, 0, 3)) == (0, 3, 1)
+    sizes = {"f32": 4, "f16": 2, "bf16": 2, "i8": 1, "u8": 1, "i16": 2, "u16": 2}
+    sizes |= {"i32": 4, "u32": 4}
+    assert {d: element_bytes(d) for d in sizes} == sizes
+    assert TensorRecord(0, "f16", (2, 3)).nbytes == 12
+    assert TensorRecord(0, "f32", ()).nbytes == 4
+
+
+# --- parameters -----------------------------------------------------------------------
+
+
+EXAMPLE_PARAMS = {"do_relu": True, "kernel_shape": [3, 3], "mode": "Max", "scale": 0.5}
+EXAMPLE_PARAMS_HEX = """
+    03 07 00 00 01 00 00 00  64 6f 5f 72 65 6c 75 00  01 00 00 00 00 00 00 00
+    05 0c 00 00 02 00 00 00  6b 65 72 6e 65 6c 5f 73  68 61 70 65 00 00 00 00
+    03 00 00 00 00 00 00 00  03 00 00 00 00 00 00 00
+    04 04 00 00 03 00 00 00  6d 6f 64 65 00 00 00 00  4d 61 78 00 00 00 00 00
+    02 05 00 00 01 00 00 00  73 63 61 6c 65 00 00 00  00 00 00 00 00 00 e0 3f
+"""
+
+
+def test_encode_params_example():
+    data = encode_params(EXAMPLE_PARAMS)
+    body = hexbytes(EXAMPLE_PARAMS_HEX)
+    assert len(body) == 14 * 8
+    assert data == body + zeros(RECORD_BYTES - len(body))
+
+
+def test_encode_params_sorts_names():
+    shuffled = dict(reversed(list(EXAMPLE_PARAMS.items())))
+    assert encode_params(shuffled) == encode_params(EXAMPLE_PARAMS)
+
+
+@pytest.mark.parametrize(
+    "attrs, body",
+    [
+        ({"k": -2}, "01 01 00 00 01 00 00 00  6b 00 00 00 00 00 00 00  fe ff ff ff ff ff ff ff"),
+        ({"e": []}, "05 01 00 00 00 00 00 00  65 00 00 00 00 00 00 00"),
+        (
+            {"v": [1, 2.5]},
+            "06 01 00 00 02 00 00 00  76 00 00 00 00 00 00 00"
+            "  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 04 40",
+        ),
+        (
+            {"names": ["a", "bcdefghij"]},
+            "07 05 00 00 02 00 00 00  6e 61 6d 65 73 00 00 00"
+            "  01 00 00 00 00 00 00 00  61 00 00 00 00 00 00 00"
+            "  09 00 00 00 00 00 00 00  62 63 64 65 66 67 68 69  6a 00 00 00 00 00 00 00",
+        ),
+        ({"s": ""}, "04 01 00 00 00 00 00 00  73 00 00 00 00 00 00 00"),
+        ({"b": False}, "03 01 00 00 01 00 00 00  62 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00"),
+    ],
+    ids=["negative-int", "empty-list", "float-list", "string-list", "empty-string", "false"],
+)
+def test_encode_params_entries(attrs, body):
+    words = hexbytes(body)
+    assert encode_params(attrs) == words + zeros(RECORD_BYTES - len(words))
+
+
+def test_encode_params_empty_and_record_padding():
+    assert encode_params({}) == b""
+    long = encode_params({"xs": list(range(20))})  # 8 + 8 + 160 bytes -> 2 records
+    assert len(long) == 2 * RECORD_BYTES
+    assert long[176:] == zeros(2 * RECORD_BYTES - 176)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        EXAMPLE_PARAMS,
+        {"k": -2, "big": 2**62, "neg": -(2**63)},
+        {"e": [], "s": "", "names": ["", "x", "é"], "f": -1.5e-300},
+        {"ints": [-1, 0, 7], "floats": [0.25, -3.0], "one": ["only"]},
+        {"relu_limit": 6.0, "do_relu": False, "multiplier": [1073741824], "rshift": [31]},
+    ],
+)
+def test_decode_round_trip(attrs):
+    assert decode_params(encode_params(attrs)) == attrs
+
+
+def test_decode_stops_at_zero_tag_and_at_end():
+    data = encode_params({"a": 1})
+    assert decode_params(data + encode_params({"b": 2})) == {"a": 1}
+    exact = hexbytes("01 01 00 00 01 00 00 00  61 00 00 00 00 00 00 00  05 00 00 00 00 00 00 00")
+    assert decode_params(exact) == {"a": 5}  # no terminator: ends at the data's end
+    assert decode_params(b"") == {}
+
+
+def test_decode_errors():
+    truncated = hexbytes(
+        "05 01 00 00 05 00 00 00  78 00 00 00 00 00 00 00  01 00 00 00 00 00 00 00"
+    )
+    with pytest.raises(ValueError, match="'x' runs past the end"):
+        decode_params(truncated)
+    unknown = hexbytes("09 01 00 00 01 00 00 00  79 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00")
+    with pytest.raises(ValueError, match="'y' has unknown type 9"):
+        decode_params(unknown)
+
+
+@pytest.mark.parametrize("value", [None, {"a": 1}, [True, False], ["a", 1], [1, "a"]])
+def test_encode_rejects_unencodable(value):
+    with pytest.raises(ValueError, match="'attr'"):
+        encode_params({"attr": value})
+
+
+def test_decode_truncated_string_list_is_value_error():
+    # STR_LIST of 2 strings, first one complete, the second's length word missing
+    data = hexbytes(
+        "07 01 00 00 02 00 00 00  6e 00 00 00 00 00 00 00"
+        "  02 00 00 00 00 00 00 00  61 62 00 00 00 00 00 00"
+    )
+    with pytest.raises(ValueError):
+        decode_params(data)
+
+
+def test_encode_rejects_long_name():
+    with pytest.raises(ValueError):
+        encode_params({"k" * 300: 1})
+
+
+def test_encode_rejects_int_beyond_i64():
+    with pytest.raises(ValueError):
+        encode_params({"k": 2**63})
+
+
+# --- command streams ------------------------------------------------------------------
+
+
+def relu_command() -> Command:
+    header = Header(0x014, 0, 1, 0, 1, 1, 1, layer_id=3)
+    src = TensorRecord(0x100001000, "f32", (1, 4), strides=(4, 1))
+    dst = TensorRecord(0x100001040, "f32", (1, 4), strides=(4, 1))
+    return Command(header, [src], [dst], encode_params({"relu_limit": 6.0}))
+
+
+def copy_command() -> Command:
+    header = Header(0x400, 1, 1, 1, 1, 1, 0)
+    src = TensorRecord(0x100001040, "f32", (4, 1), strides=(1, 4))
+    return Command(header, [src], [TensorRecord(0x100001080, "f32", (4, 1), strides=(1, 1))])
+
+
+def test_split_commands_parses_a_stream():
+    first, second = relu_command(), copy_command()
+    stream = first.pack() + second.pack()
+    assert len(stream) == (4 + 3) * RECORD_BYTES
+    parsed = split_commands(stream, 2, "stream")
+    assert [c.header for c in parsed] == [first.header, second.header]
+    assert parsed[0].operands == first.operands and parsed[0].results == first.results
+    assert parsed[1].operands == second.operands and parsed[1].results == second.results
+    assert decode_params(parsed[0].params) == {"relu_limit": 6.0}
+    assert parsed[1].params == b""
+    assert split_commands(b"", 0, "empty") == []
+
+
+def test_split_commands_errors():
+    stream = relu_command().pack()
+    with pytest.raises(ValueError, match=r"^bdc: 514 bytes is not a whole number of records"):
+        split_commands(stream + b"\0\0", 1, "bdc")
+    with pytest.raises(ValueError, match=r"^bdc: command 0 runs past the end of the stream"):
+        split_commands(stream[: 3 * RECORD_BYTES], 1, "bdc")
+    with pytest.raises(ValueError, match=r"^bdc: command 1 starts past the end of the stream"):
+        split_commands(stream, 2, "bdc")
+    with pytest.raises(ValueError, match=r"^bdc: 128 bytes after the last of 1 commands"):
+        split_commands(stream + zeros(RECORD_BYTES), 1, "bdc")
+
+
+# --- IR types <-> dtype fields --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "element, fields",
+    [
+        (f32, {"dtype": "f32"}),
+        (Float16Type(), {"dtype": "f16"}),
+        (BFloat16Type(), {"dtype": "bf16"}),
+        (
+            UniformQuantizedType("i8", 0.5, 3),
+            {
+                "dtype": "i8",
+                "flags": TENSOR_QUANTIZED,
+                "scale": 0.5,
+                "zero_point": 3,
+                "storage_min": -128,
+                "storage_max": 127,
+            },
+        ),
+        (
+            UniformQuantizedType("u8", 0.015, 128, storage_min=1, storage_max=255),
+            {
+                "dtype": "u8",
+                "flags": TENSOR_QUANTIZED,
+                "scale": 0.015,
+                "zero_point": 128,
+                "storage_min": 1,
+                "storage_max": 255,
+            },
+        ),
+        (IntegerType(8, Signedness.SIGNED), {"dtype": "i8", "flags": TENSOR_SIGNED_INT}),
+        (IntegerType(8, Signedness.UNSIGNED), {"dtype": "u8", "flags": 0}),
+        (i32, {"dtype": "i32", "flags": 0}),
+    ],
+    ids=["f32", "f16", "bf16", "quant-i8", "quant-u8", "si8", "ui8", "i32"],
+)
+def test_dtype_fields_round_trip(element, fields):
+    assert dtype_fields(element) == fields
+    record = TensorRecord(0x1000, shape=(2, 3), **fields)
+    assert element_of_record(record) == element
+    assert element_of_record(TensorRecord.unpack(record.pack())) == element
+
+
+def test_dtype_fields_rejects_other_types():
+    with pytest.raises(ValueError, match="no device dtype"):
+        dtype_fields(IntegerType(4))
+
+
+def test_bf16_storage_bits():
+    words = np.array([0x3F800000, 0xC0000000, 0x3E200000, 0x7F800000, 0x7EE10000], np.uint32)
+    values = words.view(np.float32)
+    assert values[:4].tolist() == [1.0, -2.0, 0.15625, np.inf]
+    bits = np.array([0x3F80, 0xC000, 0x3E20, 0x7F80, 0x7EE1], np.uint16)
+    stored = to_storage(values, "bf16")
+    assert stored.dtype == np.uint16
+    assert np.array_equal(stored, bits)
+    back = from_storage(bits, "bf16")
+    assert back.dtype == np.float32
+    assert np.array_equal(back.view(np.uint32), words)
+
+
+def test_f16_storage_bits():
+    values = np.array([1.0, 65504.0, -0.5, 2.0**-24], np.float32)
+    bits = np.array([0x3C00, 0x7BFF, 0xB800, 0x0001], np.uint16)
+    stored = to_storage(values, "f16")
+    assert np.array_equal(stored.view(np.uint16), bits)
+    back = from_storage(bits.view(np.float16), "f16")
+    assert back.dtype == np.float32
+    assert np.array_equal(back, values)
+
+
+def test_integer_storage():
+    stored = to_storage(np.array([-128.0, 0.0, 127.0], np.float32), "i8")
+    assert stored.dtype == np.int8 and stored.tobytes() == b"\x80\x00\x7f"
+    coeff = from_storage(np.array([2**31 - 1, -(2**31)], np.int32), "i32", coeff=True)
+    assert coeff.dtype == np.float64 and coeff.tolist() == [2**31 - 1, -(2**31)]
+    assert from_storage(np.array([200], np.uint8), "u8").dtype == np.float32
