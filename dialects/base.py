@@ -48,8 +48,50 @@ def to_attr(value: PyValue) -> Attribute:
     if isinstance(value, str):
         return StringAttr(value)
     if isinstance(value, Sequence):
-        return ArrayAttr([to_attr(_scalar(v)) for v in value])
+        items = [_scalar(v) for v in value]
+        if len(items) >= _INT_LISTS.shortest and all(type(v) is int for v in items):
+            return _INT_LISTS.get(items)
+        return ArrayAttr([to_attr(v) for v in items])
     raise TypeError(f"cannot store {type(value).__name__} as an attribute")
+
+
+class _IntListCache:
+    """Long int lists (per-channel multipliers and shifts) -> ArrayAttr,
+    kept while they hold at most `limit` elements in all. Building an
+    IntegerAttr costs ~10 µs; a lowering builds tens of thousands and
+    lowering the same module again (run_qtable's candidates) builds the same
+    lists. Attributes are immutable, so ops may share them."""
+
+    shortest = 16
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.size = 0
+        self.lists: dict[tuple[int, ...], ArrayAttr] = {}
+        self.keys: dict[int, tuple[ArrayAttr, tuple[int, ...]]] = {}  # by id(attr)
+
+    def get(self, items: list[int]) -> ArrayAttr:
+        key = tuple(items)
+        attr = self.lists.pop(key, None)  # re-inserted: most recent last
+        if attr is None:
+            attr = ArrayAttr([IntegerAttr(v, i64) for v in items])
+            self.keys[id(attr)] = (attr, key)
+            self.size += len(key)
+            while self.size > self.limit and self.lists:
+                oldest = next(iter(self.lists))
+                del self.keys[id(self.lists.pop(oldest))]
+                self.size -= len(oldest)
+        self.lists[key] = attr
+        return attr
+
+    def values(self, attr: ArrayAttr) -> list[int] | None:
+        """The ints of an ArrayAttr this cache made (None for others):
+        kernels read multipliers on every run."""
+        known = self.keys.get(id(attr))
+        return list(known[1]) if known is not None and known[0] is attr else None
+
+
+_INT_LISTS = _IntListCache(limit=1 << 18)
 
 
 def _scalar(v: Any) -> Any:
@@ -68,7 +110,8 @@ def from_attr(attr: Attribute) -> Any:
     if isinstance(attr, StringAttr):
         return attr.data
     if isinstance(attr, ArrayAttr):
-        return [from_attr(a) for a in attr.data]
+        values = _INT_LISTS.values(attr)
+        return values if values is not None else [from_attr(a) for a in attr.data]
     return attr
 
 

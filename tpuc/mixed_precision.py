@@ -10,22 +10,26 @@ Reuse: the float outputs and every tensor of the all-INT8 model are
 computed once per sample. A candidate module is compared with the all-INT8
 one op by op (name, attributes, result types and the same for everything
 upstream): ops that match compute what they computed before, so their
-values are taken from the all-INT8 run and only what lies downstream of the
-change runs again.
+values are taken from the all-INT8 run, weights only they read are not
+loaded, and only what lies downstream of the change runs again. Lowering a
+candidate costs far less than running it: the lowering passes reuse the
+long per-channel lists of earlier lowerings (dialects/base.py), and
+`op_signatures` remembers their text.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from xdsl.dialects.func import ReturnOp
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 
 from tpuc.chips import Chip
 from tpuc.compare import cosine_similarity
@@ -42,23 +46,31 @@ NOT_CANDIDATES = (top.InputOp, top.WeightOp, top.NoneOp, *top.VALUE_MOVES)
 whatever precision its producer has)."""
 
 
+def _constant(op: Operation) -> bool:
+    """Weights and None: leaves that hold no activation."""
+    return isinstance(op, top.WeightOp | top.NoneOp)
+
+
 def best_float_mode(chip: Chip) -> str:
     """`--fp_type auto`: F32 where the chip has it, else its float fallback."""
     return "F32" if "F32" in chip.modes else chip.float_fallback
 
 
-def op_signatures(module: ModuleOp) -> dict[str, int]:
+def op_signatures(module: ModuleOp, texts: dict | None = None) -> dict[str, int]:
     """Tensor name -> a hash of its op and everything upstream (op name,
     attributes, properties, result types, operand signatures). Equal
-    signatures in two lowerings of one TOP module mean equal values."""
+    signatures in two lowerings of one TOP module mean equal values.
+    `texts` remembers the text of long attributes (see `_text`) from one
+    call to the next."""
     from tpuc.interp.top_interpreter import main_function
 
+    texts = {} if texts is None else texts
     by_value: dict = {}
     names: dict[str, int] = {}
     for op in main_function(module).body.block.ops:
         if isinstance(op, ReturnOp):
             continue
-        key = hash((op.name, _fields(op), tuple(str(r.type) for r in op.results),
+        key = hash((op.name, _fields(op, texts), tuple(str(r.type) for r in op.results),
                     tuple(by_value.get(v, ("arg", str(v))) for v in op.operands)))  # fmt: skip
         for result in op.results:
             by_value[result] = hash((key, result.index))
@@ -68,9 +80,27 @@ def op_signatures(module: ModuleOp) -> dict[str, int]:
     return names
 
 
-def _fields(op: Operation) -> tuple:
+def _fields(op: Operation, texts: dict) -> tuple:
     items = [*op.attributes.items(), *op.properties.items()]
-    return tuple(sorted((k, str(v)) for k, v in items))
+    return tuple(sorted((k, _text(v, texts)) for k, v in items))
+
+
+LONG = 16
+"""Arrays at least this long have their text remembered."""
+
+
+def _text(attr: Attribute, texts: dict) -> str:
+    """str(attr), remembered by identity for long arrays: the per-channel
+    multiplier lists are the bulk of a lowered module's text, and every
+    lowering shares them (dialects/base.py keeps them)."""
+    if not (isinstance(attr, ArrayAttr) and len(attr.data) >= LONG):
+        return str(attr)
+    known = texts.get(id(attr))
+    if known is None or known[0] is not attr:
+        if len(texts) > 1 << 14:
+            texts.clear()
+        known = texts[id(attr)] = (attr, str(attr))  # holding attr keeps its id unique
+    return known[1]
 
 
 @dataclass
@@ -81,6 +111,15 @@ class SearchStats:
     ops_run: int = 0
     ops_reused: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the time the block takes to seconds[stage]."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
 class MixedPrecisionSearch:
@@ -117,7 +156,8 @@ class MixedPrecisionSearch:
         self.stats.seconds["float"] = time.perf_counter() - start
         start = time.perf_counter()
         base = self.lower({})
-        self.base_signatures = op_signatures(base)
+        self._texts: dict = {}  # see op_signatures
+        self.base_signatures = op_signatures(base, self._texts)
         self.base_interp, self.base_weights = self._interpreter(base)
         self.base_values = [
             self.base_interp.run(self.base_weights, x, dump_all=True) for x in self.samples
@@ -161,31 +201,49 @@ class MixedPrecisionSearch:
 
     def evaluate(self, qtable: Mapping[str, str]) -> float:
         """The output cosine with `qtable`'s layers in float."""
-        module = self.lower(qtable)
-        interp, weights = self._interpreter(module)
-        reuse = self._reusable(module, interp) if self.downstream_only else set()
+        timed = self.stats.timed
+        with timed("lower"):
+            module = self.lower(qtable)
+            interp, weights = self._interpreter(module)
+        reuse, idle = set(), {}
+        if self.downstream_only:
+            with timed("compare"):
+                reuse, idle = self._reusable(module, interp)
         outputs = []
-        for x, given in zip(self.samples, self.base_values, strict=True):
-            outputs.append(interp.run(weights, x, given=given, reuse=reuse))
+        with timed("run"):
+            for x, given in zip(self.samples, self.base_values, strict=True):
+                given = {**given, **idle} if idle else given
+                outputs.append(interp.run(weights, x, given=given, reuse=reuse))
+        ops = sum(1 for step in interp.steps if not _constant(step.op))
+        reused = sum(1 for i in reuse if not _constant(interp.steps[i].op))
         self.stats.evaluations += 1
-        self.stats.ops_reused += len(reuse) * len(self.samples)
-        self.stats.ops_run += (len(interp.steps) - len(reuse)) * len(self.samples)
+        self.stats.ops_reused += reused * len(self.samples)
+        self.stats.ops_run += (ops - reused) * len(self.samples)
         return self._score(interp, outputs)
 
-    def _reusable(self, module: ModuleOp, interp) -> set[int]:
-        """Steps (not weights) whose signature matches the all-INT8 module's."""
-        signatures = op_signatures(module)
+    def _reusable(self, module: ModuleOp, interp) -> tuple[set[int], dict[str, None]]:
+        """Steps whose signature matches the all-INT8 module's (their values
+        are the all-INT8 run's), and the weights only they read: those are
+        not even decoded (`idle`: their names, given as None)."""
+        signatures = op_signatures(module, self._texts)
 
         def unchanged(name: str) -> bool:
             base = self.base_signatures.get(name)
             return base is not None and signatures.get(name) == base
 
-        return {
+        reuse = {
             i
             for i, step in enumerate(interp.steps)
-            if not isinstance(step.op, top.WeightOp | top.NoneOp)
-            and all(map(unchanged, step.names))
+            if not _constant(step.op) and all(map(unchanged, step.names))
         }
+        read = {v for i, s in enumerate(interp.steps) if i not in reuse for v in s.operands}
+        read.update(interp.returned)
+        idle: dict[str, None] = {}
+        for i, step in enumerate(interp.steps):
+            if _constant(step.op) and not read.intersection(step.results):
+                reuse.add(i)
+                idle.update(dict.fromkeys(step.names))
+        return reuse, idle
 
     # --- the search ----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ integer op of their own.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -39,9 +40,12 @@ bias (leaves int32 headroom for the products added to it)."""
 
 
 def channel_absmax(w: np.ndarray, keep: Sequence[int]) -> np.ndarray:
-    """max|w| over every axis except `keep` (float64, keepdims)."""
+    """max|w| over every axis except `keep` (float64, keepdims). abs and max
+    are exact, so f16/f32 filters are reduced before widening."""
     others = tuple(i for i in range(w.ndim) if i not in keep)
-    return np.abs(w.astype(np.float64)).max(axis=others, keepdims=True, initial=0.0)
+    if w.dtype not in (np.float16, np.float32):
+        w = w.astype(np.float64)
+    return np.abs(w).max(axis=others, keepdims=True, initial=0.0).astype(np.float64)
 
 
 def weight_scales(absmax: np.ndarray, bias_bound: np.ndarray | None = None) -> np.ndarray:
@@ -56,8 +60,10 @@ def weight_scales(absmax: np.ndarray, bias_bound: np.ndarray | None = None) -> n
 
 def quantize_weight(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """int8 = clip(round_half_away(w/S), -127, 127), S broadcast against w."""
-    q = round_half_away(w.astype(np.float64) / scale)
-    return np.clip(q, -QMAX_W, QMAX_W).astype(np.int8)
+    q = w.astype(np.float64)
+    q /= scale
+    q = round_half_away(q)
+    return np.clip(q, -QMAX_W, QMAX_W, out=q).astype(np.int8)
 
 
 def quantize_bias(b: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -69,12 +75,20 @@ def quantize_bias(b: np.ndarray, scale: np.ndarray) -> np.ndarray:
 def requant_attrs(lw: Lowering, scales: Sequence[float] | np.ndarray) -> dict:
     """multiplier/rshift lists (one per scale) of the chip's width, and its
     rounding."""
-    pairs = [multiplier_rshift(float(s), lw.chip.multiplier_bits) for s in np.ravel(scales)]
+    bits = lw.chip.multiplier_bits
+    pairs = [_multiplier_rshift(float(s), bits) for s in np.ravel(scales)]
     return {
         "multiplier": [m for m, _ in pairs],
         "rshift": [r for _, r in pairs],
         "round_mode": lw.chip.round_mode,
     }
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _multiplier_rshift(scale: float, bits: int) -> tuple[int, int]:
+    """multiplier_rshift, remembered: lowering a module again (run_qtable's
+    candidates) meets the same per-channel scales."""
+    return multiplier_rshift(scale, bits)
 
 
 def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:

@@ -110,6 +110,36 @@ def test_downstream_only_runs_equal_whole_network_runs(work):
     assert fast.stats.ops_run < full.stats.ops_run
 
 
+def test_a_candidate_leaves_the_weights_of_unchanged_ops_unread(work, monkeypatch):
+    """The last conv in float: the convs before its reader (whose epilogue
+    turns float) are the all-INT8 run's, so their weights are not even
+    decoded; the cosine is the whole-network one."""
+    from tpuc.chips import get_chip
+    from tpuc.interp.tpu_interpreter import TpuInterpreter
+    from tpuc.mixed_precision import MixedPrecisionSearch
+    from tpuc.module_io import load_module
+
+    module, store = load_module(work / "m.mlir")
+    samples = [{"x": np.load(p)} for p in sorted((work / "s").glob("*.npy"))[:2]]
+    chip = get_chip("bm1684x")
+    fast, full = (MixedPrecisionSearch(module, store, work / "m_cali", chip, samples, downstream)
+                  for downstream in (True, False))  # fmt: skip
+    decode = TpuInterpreter._weight
+    decoded: list[str] = []
+
+    def recording(op, expected, weights):
+        decoded.append(op.names[0])
+        return decode(op, expected, weights)
+
+    monkeypatch.setattr(TpuInterpreter, "_weight", staticmethod(recording))
+    cos = fast.evaluate({"y": "F32"})
+    fast_reads = set(decoded)
+    assert cos == full.evaluate({"y": "F32"})
+    upstream = {"r1_filter_i8", "r1_bias_i32", "ca_filter_i8"}
+    assert "WY" in fast_reads and not fast_reads & upstream
+    assert upstream <= set(decoded)
+
+
 def test_bad_requests_end_with_one_line(work, tmp_path, capsys):
     base = [str(work / "m.mlir"), "--dataset", str(work / "s"), "--input_num", "6", "-o",
             str(tmp_path / "q")]  # fmt: skip

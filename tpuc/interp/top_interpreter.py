@@ -131,10 +131,10 @@ class TopInterpreter:
     the op order, kernels and last uses are resolved once; the runtime keeps
     scratch and recycled memory from one run to the next.
 
-    `threads`: None picks, run by run, whether BLAS or the kernels' own
-    threads use the cores (whichever has been faster: see `runtime`); 0
-    always lets BLAS thread; N >= 1 uses N kernel threads, BLAS pinned to one.
-    Results are the same either way."""
+    `threads`: None uses as many kernel threads as BLAS has, BLAS pinned to
+    one (the same float sums on any load: see `runtime`); runtime.AUTO
+    picks, run by run, whichever of that and BLAS threading has been faster;
+    0 always lets BLAS thread; N >= 1 uses N kernel threads."""
 
     title = "TOP interpreter"  # the progress bar's label
 

@@ -2,7 +2,7 @@
 threads for intra-op parallelism, and memory reused across ops and runs
 (scratch buffers, recycled outputs, per-op plans).
 
-Two ways to use the cores, chosen per run:
+Two ways to use the cores:
 
 - BLAS threads each GEMM and everything else runs on the calling thread.
   OpenBLAS's threads spin between calls, so this is fastest on an idle
@@ -15,10 +15,15 @@ Two ways to use the cores, chosen per run:
   Waking a sleeping worker costs tens of microseconds, so on an idle machine
   this is a bit slower.
 
-By default the runtime times its runs and keeps whichever setting has been
-faster lately, trying the other one now and then (the load of a shared
-machine changes). Both give bit-identical results: shards only split
-independent outputs, never a sum.
+By default kernels use worker threads, as many as BLAS would have used:
+results must not depend on the machine's load, and the two settings do
+not give bit-identical float results (threaded OpenBLAS splits a
+matrix-vector product's sums differently from a single-threaded one, e.g.
+a classifier's final MatMul), while any number of kernel threads does
+(shards only split independent outputs, never a sum). `threads=AUTO`
+instead times the runs and keeps whichever setting has been faster lately,
+trying the other one now and then (the load of a shared machine changes),
+for callers that prefer speed to reproducible float sums.
 
 Kernels call `current()`; outside `Runtime.active()` (kernel unit tests, a
 single kernel call) that is a sequential runtime that leaves BLAS threading
@@ -51,13 +56,16 @@ BORDERED_BYTES = 16 << 20
 # With the thread setting chosen automatically, every this many runs use the
 # setting that is not the current favourite, to notice a change of load.
 PROBE_EVERY = 16
+# `Runtime(threads=AUTO)`: the thread setting chosen run by run, by speed.
+AUTO = -1
 
 
 class Runtime:
     """Threads, scratch buffers, recycled memory and plans of one interpreter.
 
-    `threads`: None chooses per run (see the module docstring), 0 lets BLAS
-    thread the GEMMs, N >= 1 runs kernels on N threads with BLAS pinned to one.
+    `threads`: None uses as many kernel threads as BLAS has (see the module
+    docstring), AUTO chooses per run, 0 lets BLAS thread the GEMMs, N >= 1
+    runs kernels on N threads with BLAS pinned to one.
     """
 
     per_thread = 2  # shards per thread
@@ -101,7 +109,10 @@ class Runtime:
 
     def _setting(self) -> int:
         """This run's `threads` setting (0: BLAS threads the GEMMs)."""
-        if self.requested is not None:
+        if self.requested is None:
+            workers = blas_threads()
+            return workers if workers > 1 else 0
+        if self.requested != AUTO:
             return self.requested
         if self._chooser is None:
             workers = blas_threads()
