@@ -128,9 +128,9 @@ def test_modes_pass_and_write_their_files(prepared, tmp_path, capsys, chip, mode
     assert "bmodel matches the TPU interpreter bit for bit (1 output(s))" in out
     final = (tmp_path / f"{prefix}_final.mlir").read_text()
     assert 'module.state = "TPU_ADDRESSED"' in final and "module.neuron_size" in final
-    with np.load(tmp_path / f"{prefix}_model_outputs.npz") as bm:
-        with np.load(tmp_path / f"{prefix}_tpu_outputs.npz") as tpu:
-            assert np.array_equal(bm["logits"], tpu["logits"])
+    outputs = tmp_path / f"{prefix}_model_outputs.npz", tmp_path / f"{prefix}_tpu_outputs.npz"
+    with np.load(outputs[0]) as bm, np.load(outputs[1]) as tpu:
+        assert np.array_equal(bm["logits"], tpu["logits"])
     assert "min_similiarity = " in out
     module, store = load(tmp_path / f"{prefix}_tpu.mlir")
     text = (tmp_path / f"{prefix}_tpu.mlir").read_text()
