@@ -218,36 +218,36 @@ def _slice(op: Operation, layer_id: int) -> list[Command] | None:
     return [copy_command(view, dst, layer_id)]
 
 
+def _pieces(
+    op: Operation, whole: SSAValue, parts, into_whole: bool, layer_id: int
+) -> list[Command]:
+    """Copies between consecutive windows of `whole` along the op's axis and
+    `parts` (Concat: parts into the whole; Split: the whole into parts)."""
+    big = tensor_record(whole, op)
+    axis = op.value("axis") % len(big.shape)
+    strides = contiguous_strides(big.shape)
+    commands, start = [], 0
+    for value in parts:
+        part = tensor_record(value, op)
+        window = _view(big, part.shape, strides, start * strides[axis])
+        src, dst = (part, window) if into_whole else (window, part)
+        commands.append(copy_command(src, dst, layer_id))
+        start += part.shape[axis]
+    return commands
+
+
 @copy_rule(tpu.ConcatOp)
 def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     if not (_same_type(op) and _plain(op)):
         return None
-    dst = tensor_record(op.results[0], op)
-    axis = op.value("axis") % len(dst.shape)
-    strides = contiguous_strides(dst.shape)
-    commands, start = [], 0
-    for value in op.operands:
-        src = tensor_record(value, op)
-        window = _view(dst, src.shape, strides, start * strides[axis])
-        commands.append(copy_command(src, window, layer_id))
-        start += src.shape[axis]
-    return commands
+    return _pieces(op, op.results[0], op.operands, into_whole=True, layer_id=layer_id)
 
 
 @copy_rule(tpu.SplitOp)
 def _split(op: Operation, layer_id: int) -> list[Command] | None:
     if not _same_type(op):
         return None
-    src = tensor_record(op.operands[0], op)
-    axis = op.value("axis") % len(src.shape)
-    strides = contiguous_strides(src.shape)
-    commands, start = [], 0
-    for value in op.results:
-        dst = tensor_record(value, op)
-        window = _view(src, dst.shape, strides, start * strides[axis])
-        commands.append(copy_command(window, dst, layer_id))
-        start += dst.shape[axis]
-    return commands
+    return _pieces(op, op.operands[0], op.results, into_whole=False, layer_id=layer_id)
 
 
 def op_commands(op: Operation, layer_id: int) -> list[Command]:

@@ -13,6 +13,8 @@ import math
 import struct
 from dataclasses import dataclass, field
 
+from tpuc.bmodel.model import DTYPE_CODES, DTYPE_NAMES
+
 RECORD_BYTES = 128
 
 ENGINE_TIU, ENGINE_GDMA, ENGINE_CPU = 0, 1, 2
@@ -31,20 +33,9 @@ TENSOR_COEFF = 4  # lives in coefficient memory (a weight)
 
 MAX_RANK = 8
 
-DTYPES: dict[str, int] = {
-    "f32": 0,
-    "f16": 1,
-    "i8": 2,
-    "u8": 3,
-    "i16": 4,
-    "u16": 5,
-    "i32": 6,
-    "u32": 7,
-    "bf16": 8,
-}
-"""dtype name -> code (TPU-MLIR's bm_data_type_t numbering)."""
+DTYPES = DTYPE_CODES
+"""dtype name -> code: the bmodel's (TPU-MLIR's bm_data_type_t numbering)."""
 
-DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
 
 STORAGE = {
     "f32": "<f4",
