@@ -114,7 +114,7 @@ def subnet_of(op: Operation) -> int:
     return 0 if attr is None else attr.value.data
 
 
-def build_subnets(module: ModuleOp, ops: list[Operation]) -> list[SubNet]:
+def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValue]) -> list[SubNet]:
     modes = module_attr(module, "subnet_modes", None) or ["TPU"]
     members: dict[int, list[tuple[int, Operation]]] = {i: [] for i in range(len(modes))}
     for layer_id, op in enumerate(ops):
@@ -126,7 +126,7 @@ def build_subnets(module: ModuleOp, ops: list[Operation]) -> list[SubNet]:
         members[sid].append((layer_id, op))
     subnets = []
     for sid, mode in enumerate(modes):
-        inputs, outputs = boundary(members[sid], module)
+        inputs, outputs = boundary(members[sid], set(returned))
         subnet = SubNet(sid, mode, inputs=inputs, outputs=outputs)
         if sid + 1 < len(modes):
             subnet.next_ids = [sid + 1]
@@ -142,11 +142,10 @@ def build_subnets(module: ModuleOp, ops: list[Operation]) -> list[SubNet]:
 
 
 def boundary(
-    members: list[tuple[int, Operation]], module: ModuleOp
+    members: list[tuple[int, Operation]], returned: set[SSAValue]
 ) -> tuple[list[TensorDesc], list[TensorDesc]]:
     """Tensors a subnet reads from outside and writes for outside (or returns)."""
     inside = {op for _, op in members}
-    returned = set(main_function(module).body.block.last_op.operands)
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
     for _, op in members:
@@ -172,7 +171,7 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
     coeff, locations = coefficients(module, ops)
     returned = list(main_function(module).body.block.last_op.operands)
     inputs = [_desc(op.results[0]) for op in ops if isinstance(op, top.InputOp)]
-    subnets = build_subnets(module, ops)
+    subnets = build_subnets(module, ops, returned)
     parameter = NetParameter(
         inputs=inputs,
         outputs=[_desc(v) for v in returned],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects.builtin import IntegerAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
@@ -36,6 +35,7 @@ from tpuc.isa.records import (
     element_bytes,
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
+from tpuc.passes.address_assign import address_of
 
 SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
 """Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
@@ -45,13 +45,12 @@ RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)
 
 def address(value: SSAValue) -> int:
     """The device address address-assign put on a tensor type."""
-    t = value.type
-    encoding = t.encoding if isinstance(t, TensorType) else None
-    if not isinstance(encoding, IntegerAttr):
+    found = address_of(value)
+    if found is None:
         raise TpucError(
             f"tensor {value.name_hint or value} has no address: run address-assign first"
         )
-    return encoding.value.data
+    return found
 
 
 def tensor_record(value: SSAValue, op: Operation) -> TensorRecord:

@@ -84,6 +84,15 @@ def inline_weight(op: top.WeightOp, element: Attribute) -> np.ndarray | None:
     return array
 
 
+def tpu_kernel_for(op, kind: str):
+    """The kernel of a TPU module's op: TPU_KERNELS by (class, kind), or a
+    TOP op in float by its TOP kernel rounded to its type (None: none)."""
+    fn = TPU_KERNELS.get((type(op), kind))
+    if fn is None and kind == "float" and type(op) in KERNELS:
+        fn = rounded(KERNELS[type(op)])
+    return fn
+
+
 class TpuInterpreter(TopInterpreter):
     """A TPU module prepared for repeated runs; `run` returns stored values
     (see the module docstring), `real_values` their real meaning."""
@@ -105,9 +114,7 @@ class TpuInterpreter(TopInterpreter):
             if step.leaf:
                 continue
             op, kind = step.op, kind_of(step.op)
-            fn = TPU_KERNELS.get((type(op), kind))
-            if fn is None and kind == "float" and type(op) in KERNELS:
-                fn = rounded(KERNELS[type(op)])
+            fn = tpu_kernel_for(op, kind)
             if fn is None:
                 missing[f"{op.name} ({kind})"] = None
             step.kernel = fn

@@ -13,7 +13,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from tpuc.bmodel.model import DTYPE_CODES, DTYPE_NAMES
+from tpuc.bmodel.model import DTYPE_BYTES, DTYPE_CODES, DTYPE_NAMES
 
 RECORD_BYTES = 128
 
@@ -173,7 +173,7 @@ class Command:
 
 
 def element_bytes(dtype: str) -> int:
-    return int(STORAGE[dtype][-1])
+    return DTYPE_BYTES[dtype]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -10,17 +10,13 @@ arithmetic one. A GDMA copy is a strided numpy assignment.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from xdsl.dialects.builtin import IntegerType, NoneType, TensorType
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block
 
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
-from tpuc.interp.tpu_kernels import TPU_KERNELS
-from tpuc.interp.tpu_kernels.float_ops import rounded
+from tpuc.interp.tpu_interpreter import tpu_kernel_for
 from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
 from tpuc.isa.params import decode_params
 from tpuc.isa.records import (
@@ -90,7 +86,10 @@ class KernelStep(Step):
         except ValueError as exc:
             raise TpucError(f"{what}: {exc}") from None
         self.bias: np.ndarray | None = None
-        operand_types = [self._operand_type(i, r) for i, r in enumerate(command.operands)]
+        kernel_shape = attrs.get("kernel_shape") or []
+        operand_types = [
+            self._operand_type(i, r, kernel_shape) for i, r in enumerate(command.operands)
+        ]
         if header.flags & FLAG_COEFF_MERGED:
             attrs.update(self._unmerge())
         block = Block(arg_types=operand_types)
@@ -106,26 +105,21 @@ class KernelStep(Step):
             )
         except Exception as exc:  # noqa: BLE001 - a malformed command
             raise TpucError(f"{what}: cannot rebuild {name}: {exc}") from None
-        self.kernel = kernel_for(self.op, header.kind)
+        self.kernel = tpu_kernel_for(self.op, "int" if header.kind else "float")
         if self.kernel is None:
             raise TpucError(f"{what}: no kernel for {name}")
 
-    def _operand_type(self, index: int, record: TensorRecord):
+    def _operand_type(self, index: int, record: TensorRecord, kernel_shape: list[int]):
         if record.absent:
             return NoneType()
         flags = self.command.header.flags
         if index == 1 and flags & FLAG_FILTER_REORDERED:
-            return TensorType(
-                tensor_type_of_record(record).element_type, self._filter_shape(record)
-            )
+            _, oc, icg, _ = record.shape  # (1, oc, ic/g, kh*kw) -> (oc, ic/g, kh, kw)
+            element = tensor_type_of_record(record).element_type
+            return TensorType(element, [oc, icg, *kernel_shape])
         if index == 2 and flags & FLAG_COEFF_MERGED:
             return TensorType(IntegerType(32), [record.shape[1]])
         return tensor_type_of_record(record)
-
-    def _filter_shape(self, record: TensorRecord) -> list[int]:
-        kernel = decode_params(self.command.params).get("kernel_shape") or []
-        _, oc, icg, _ = record.shape
-        return [oc, icg, *kernel]
 
     def _unmerge(self) -> dict:
         """Bias, multiplier and rshift from the (1, oc, 1, 3) coefficient."""
@@ -165,15 +159,6 @@ class KernelStep(Step):
             self.device.write(record, region, array)
             arrays.append(array)
         return arrays
-
-
-def kernel_for(op: Operation, kind: int) -> Callable | None:
-    """The TPU interpreter's kernel choice (see TpuInterpreter._bind_kernels)."""
-    key = "int" if kind else "float"
-    fn = TPU_KERNELS.get((type(op), key))
-    if fn is None and key == "float" and type(op) in KERNELS:
-        fn = rounded(KERNELS[type(op)])
-    return fn
 
 
 def make_step(command: Command, device: Device, what: str) -> Step:
