@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation
@@ -84,7 +83,8 @@ def assert_shape_rules_agree(module: ModuleOp) -> None:
 
 def check_numerics(path: str, module: ModuleOp, weights, feeds=None, atol=1e-5) -> None:
     """Run the module with the TOP interpreter and compare with onnxruntime."""
-    interp = pytest.importorskip("tpuc.interp.top_interpreter")
+    from tpuc.interp import top_interpreter as interp
+
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     if feeds is None:
         feeds = {

@@ -36,9 +36,6 @@ from onnx_helpers import (
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.frontends.onnx import convert_onnx
 
-ANCHORS = Path("/work/cache/anchors")
-
-
 # --- module structure ---------------------------------------------------------------
 
 
@@ -561,19 +558,15 @@ def test_unknown_output_names_listed(tmp_path):
 
 # --- anchor models ----------------------------------------------------------------------
 
-
-def _anchors() -> list[str]:
-    if not ANCHORS.is_dir():
-        return []
-    return sorted(d.name for d in ANCHORS.iterdir() if (d / f"{d.name}.onnx").is_file())
+ANCHOR_NAMES = ["smallcnn", "resblock", "resnet50", "squeezenet", "inception_v1", "shufflenet",
+                "densenet121", "ppocr_det", "ppocr_cls", "ppocr_rec"]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", _anchors() or ["<none>"])
-def test_anchor_model_converts_with_static_types(name):
-    if name == "<none>":
-        pytest.skip("anchor models not built (/work/cache/anchors)")
-    meta = json.loads((ANCHORS / name / "meta.json").read_text())
-    module, weights = convert_onnx(str(ANCHORS / name / f"{name}.onnx"), name)
+@pytest.mark.models
+@pytest.mark.parametrize("name", ANCHOR_NAMES)
+def test_anchor_model_converts_with_static_types(name, anchors):
+    meta = json.loads((anchors / name / "meta.json").read_text())
+    module, weights = convert_onnx(str(anchors / name / f"{name}.onnx"), name)
     assert all_static(module)
     assert_shape_rules_agree(module)
     ret = body(module)[-1]
@@ -594,24 +587,15 @@ def test_onnx_light_models_convert(name):
     assert all_static(module)
 
 
-# Models unpacked from PyPI wheels (rapidocr-onnxruntime 1.4.4, silero-vad) when present.
-EXTRA_MODELS = {
-    "ppocr_det_640": (
-        "/work/cache/models/rapidocr/ch_PP-OCRv4_det_infer.onnx",
-        [[1, 3, 640, 640]],
-    ),
-    "silero_vad": (
-        "/work/cache/models/silero/silero_vad/data/silero_vad_op18_ifless.onnx",
-        [[1, 512], [], [2, 1, 128]],
-    ),
-}
+# Real models with dynamic shapes, from PyPI wheels (regression/model_zoo.py fetches them).
+DYNAMIC_MODELS = ["ppocr_det_640", "silero_vad"]
 
 
-@pytest.mark.parametrize("name", sorted(EXTRA_MODELS))
-def test_dynamic_models_convert_with_input_shapes(name):
-    path, shapes = EXTRA_MODELS[name]
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not unpacked")
+@pytest.mark.models
+@pytest.mark.parametrize("name", DYNAMIC_MODELS)
+def test_dynamic_models_convert_with_input_shapes(name, zoo):
+    model = zoo[name]()
+    path, shapes = str(model.onnx_path), model.input_shapes
     with pytest.raises(TpucError, match="--input_shapes"):
         convert_onnx(path, name)
     module, _ = convert_onnx(path, name, input_shapes=shapes)

@@ -17,11 +17,9 @@ from xdsl.ir import Block
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.conv import ConvPlan
-from tpuc.interp.kernels.runtime import Runtime, current
+from tpuc.interp.kernels.runtime import Runtime
 from tpuc.interp.tpu_kernels import compute  # noqa: F401  (registers the kernels)
 from tpuc.interp.tpu_kernels.compute_conv import (
-    Bare,
     conv_accumulator,
     conv_chunks,
     deconv_accumulator,
@@ -285,21 +283,23 @@ def test_conv_large_k_is_exact(storage, zp, group, threads):
         assert np.array_equal(run(op, [x, w, None]), ref_output(acc, 1, 20, 0, "i8"))
 
 
-def test_plain_float32_conv_is_not_exact_there():
-    """The case above does need the chunks: one float32 GEMM rounds."""
-    x, w = extreme_case("i8", 127)
-    op = make(
-        tpu.Conv2DOp,
-        [qtype(x.shape, "i8", 0.1, 127), TensorType(SI8, w.shape), None],
-        qtype((1, 4, 5, 5)),
-        kernel_shape=[3, 3],
-        pads=[1, 1, 1, 1],
-    )
-    xc = x - 127
-    rt = current()
-    naive = ConvPlan(Bare(op), xc.shape, w.shape, rt).run(xc, w, None, rt)
-    acc = ref_conv(x, w, 127, [1, 1], [1, 1, 1, 1], [1, 1], 1)
-    assert not np.array_equal(naive.astype(np.int64), acc)
+@pytest.mark.parametrize("storage,zp,group", [("i8", 127, 1), ("u8", 0, 2)])
+def test_conv_chunks_bound_every_partial_sum_in_exact_integers(storage, zp, group):
+    """The case above needs the chunks: a single sum may exceed 2^24, where
+    float32 stops holding every integer; inside each chunk the worst-case
+    partial sum, in exact Python integers, stays within 2^24."""
+    _, w = extreme_case(storage, zp, group)
+    bound = 255  # |q − Z| reaches 255 for both cases
+    w_abs = np.abs(w).reshape(group, 4, 64, 9).astype(np.int64)
+    whole = int(w_abs.sum(axis=(2, 3)).max()) * bound
+    assert whole > 2**24
+    chunks = conv_chunks(w_abs.astype(np.float32), bound)
+    covered = np.zeros((64, 9), np.int64)
+    for c0, c1, t0, t1 in chunks:
+        covered[c0:c1, t0:t1] += 1
+        worst = int(w_abs[:, :, c0:c1, t0:t1].sum(axis=(2, 3)).max()) * bound
+        assert worst <= 2**24, (c0, c1, t0, t1, worst)
+    assert (covered == 1).all()  # every (channel, tap) term summed exactly once
 
 
 def test_conv_cuts_a_long_kernel_by_taps():

@@ -14,8 +14,6 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-pytest.importorskip("tpuc.interp.tpu_interpreter")
-
 RNG = np.random.default_rng(2024)
 TARGETS = [("bm1684x", False), ("bm1684x", True), ("cv183x", False)]
 SAMPLES = 4
