@@ -7,14 +7,14 @@ import importlib.metadata
 
 import pytest
 
-from tpuc.calibration import table as table_mod
-from tpuc.calibration.table import (
+from tpuc.cali_table import (
     CaliEntry,
     CaliTable,
     format_table,
     parse_table,
     read_table,
 )
+from tpuc import cali_table as table_mod
 from tpuc.errors import TpucError
 
 # The sample in tpu-mlir-facts.md §3 (written by tpu-mlir 1.30.2).
