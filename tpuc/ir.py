@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnrankedTensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import QuantizedType, UniformQuantizedType
@@ -45,6 +45,27 @@ def tensor_names(op: Operation) -> list[str]:
     if isinstance(op, TensorOp):
         return op.names
     return [f"{op.name}_{i}" for i in range(len(op.results))]
+
+
+def body_ops(block: Block) -> list[Operation]:
+    """The ops of a function body in graph order, without its return."""
+    return [op for op in block.ops if not isinstance(op, func.ReturnOp)]
+
+
+def last_uses(block: Block) -> dict[SSAValue, int]:
+    """Index of the last op reading each value; returned values: len(ops)
+    (never freed). Memory planning (address-assign) and the interpreters
+    (freeing arrays) share this one definition."""
+    ops = body_ops(block)
+    last: dict[SSAValue, int] = {}
+    for i, op in enumerate(ops):
+        for value in op.operands:
+            last[value] = i
+    ret = block.last_op
+    if isinstance(ret, func.ReturnOp):
+        for value in ret.operands:
+            last[value] = len(ops)
+    return last
 
 
 def output_names(module: ModuleOp) -> list[str]:

@@ -7,6 +7,7 @@ import importlib.metadata
 
 import pytest
 
+from tpuc import cali_table as table_mod
 from tpuc.cali_table import (
     CaliEntry,
     CaliTable,
@@ -14,7 +15,6 @@ from tpuc.cali_table import (
     parse_table,
     read_table,
 )
-from tpuc import cali_table as table_mod
 from tpuc.errors import TpucError
 
 # The sample in tpu-mlir-facts.md §3 (written by tpu-mlir 1.30.2).

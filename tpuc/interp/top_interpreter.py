@@ -24,7 +24,7 @@ from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.kernels.registry import Kernel
-from tpuc.ir import main_function, tensor_names
+from tpuc.ir import body_ops, last_uses, main_function, tensor_names
 
 
 def activation_name(value: SSAValue) -> str | None:
@@ -125,10 +125,10 @@ class TopInterpreter:
     def __init__(self, module: ModuleOp, threads: int | None = None):
         self.executor = Executor(threads)
         body = main_function(module).body.block
-        self.ops: list[Operation] = [op for op in body.ops if not isinstance(op, func.ReturnOp)]
+        self.ops: list[Operation] = body_ops(body)
         ret = body.last_op
         self.returned: list[SSAValue] = list(ret.operands) if isinstance(ret, func.ReturnOp) else []
-        self.last_use = self._last_uses()
+        self.last_use = last_uses(body)
         self.steps = [Step(op, i, self.last_use) for i, op in enumerate(self.ops)]
         self.donors = [step.donors() for step in self.steps]
         self.placements = concat_placements(self.steps, self.returned)
@@ -144,16 +144,6 @@ class TopInterpreter:
         for step in self.steps:
             if not step.leaf:
                 step.kernel = KERNELS[type(step.op)]
-
-    def _last_uses(self) -> dict[SSAValue, int]:
-        """Index of the last op reading each value (returned values: never freed)."""
-        last: dict[SSAValue, int] = {}
-        for i, op in enumerate(self.ops):
-            for value in op.operands:
-                last[value] = i
-        for value in self.returned:
-            last[value] = len(self.ops)
-        return last
 
     def run(
         self,
