@@ -376,13 +376,11 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     file where it is (no second copy of the weights)."""
     import os
 
-    from tpuc.context import make_context
     from tpuc.module_io import module_attr, module_text, parse_module, set_module_attr
-    from tpuc.passes.registry import get_pass
+    from tpuc.pipeline import calibrate_import_passes, run_passes
 
     module = parse_module(req.mlir.read_text(), str(req.mlir))
-    table = get_pass("import-calibration-table")
-    table(file=str(req.cali_table), asymmetric=req.asymmetric).apply(make_context(), module)
+    run_passes(module, calibrate_import_passes(req.cali_table, req.asymmetric))
     weight_file = req.mlir.parent / module_attr(module, "weight_file", "")
     set_module_attr(module, "weight_file", os.path.relpath(weight_file, path.parent))
     out.write_text(path, module_text(module))
