@@ -2,7 +2,7 @@
 """The bmodel per model and target: size, activation memory, compile time, run time.
 
 For each model and target (default bm1684x INT8 and F16) it compiles the
-TOP module with the library (tpuc.deploy.lower, then compile_bmodel:
+TOP module with the library (tpuc.deploy.lower, then tpuc.pipeline.compile_bmodel:
 weight-reorder, subnet-divide, address-assign, codegen; no verification)
 and prints:
 - the bmodel's size split into coefficients (the coefficient blob),
@@ -105,7 +105,7 @@ def size_split(data: bytes, source: str = "bmodel") -> SizeSplit:
 def activation_memory(module) -> tuple[int, int]:
     """(neuron_size, sum of every activation's bytes) of a TPU_ADDRESSED module."""
     from tpuc.dialects import top
-    from tpuc.interp.top_interpreter import main_function
+    from tpuc.ir import main_function
     from tpuc.module_io import module_attr
     from tpuc.passes.address_assign import tensor_bytes
     from tpuc.passes.liveness import body_ops
@@ -122,7 +122,7 @@ def peak_live(module) -> int:
     """The most activation bytes live at once (each aligned as address-assign
     aligns it; in-place chains once): no allocator can do with less."""
     from tpuc.chips import get_chip
-    from tpuc.interp.top_interpreter import main_function
+    from tpuc.ir import main_function
     from tpuc.module_io import module_attr
     from tpuc.passes.address_assign import align_up, tensor_bytes
     from tpuc.passes.liveness import buffers
@@ -196,7 +196,7 @@ def compile_target(files: ModelFiles, target: Target):
     """(Compiled, lower seconds, back-end seconds) from a freshly loaded module."""
     from tpuc.deploy import lower
     from tpuc.module_io import load_module
-    from tpuc.passes.codegen import compile_bmodel
+    from tpuc.pipeline import compile_bmodel
 
     module, store = load_module(files.mlir)
     table = files.cali_table if target.mode == "INT8" else None

@@ -138,13 +138,13 @@ def bench(count, in_c, out_c, k, stride, hw, group, threads, repeat):
 
     from tpuc.dialects import top
     from tpuc.interp.kernels import KERNELS
-    from tpuc.interp.kernels.runtime import Runtime
+    from tpuc.interp.kernels.executor import Executor
 
     sess, w, b = ort_conv(in_c, out_c, k, stride, hw, group, threads)
     x = np.random.default_rng(1).standard_normal((1, in_c, hw, hw)).astype(np.float32)
     op = top_conv(k, stride, group)
     fn = KERNELS[top.ConvOp]
-    rt = Runtime()  # as in the interpreter: plans, scratch and outputs reused across calls
+    rt = Executor()  # as in the interpreter: plans, scratch and outputs reused across calls
 
     def ours_fn():
         with rt.active():
@@ -323,13 +323,13 @@ def bench_onnx_file(path: str, threads: int, repeat: int, workers: int | None = 
 
     from tpuc.frontends.onnx import convert_onnx
     from tpuc.interp.top_interpreter import TopInterpreter
-    from tpuc.tools.model_transform import optimize
+    from tpuc.pipeline import transform
     from tpuc.weights import WeightStore, attach_weights
 
     module, weights = convert_onnx(path, "bench")
     weights = WeightStore(weights)
     attach_weights(module, weights)
-    optimize(module, weights)
+    transform(module)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1

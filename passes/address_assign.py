@@ -208,7 +208,7 @@ class AddressAssignPass(ModulePass):
     chip: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from tpuc.interp.top_interpreter import main_function
+        from tpuc.ir import main_function
         from tpuc.module_io import set_module_attr
         from tpuc.module_state import ModuleState, advance_state, require_state
         from tpuc.passes.finalize import module_chip

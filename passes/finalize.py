@@ -1,8 +1,8 @@
-"""The steps after lowering, as one call: weight-reorder, subnet-divide,
-address-assign take a TPU_LOWERED module to TPU_ADDRESSED, ready for codegen.
+"""What the passes after lowering share (the finalize stage of
+`tpuc.pipeline`: weight-reorder, subnet-divide, address-assign, then codegen).
 
-`module_chip` is the one place the last two find their chip: the pass
-option when given (it must agree with `module.chip`), else `module.chip`.
+`module_chip` is the one place they find their chip: the pass option when
+given (it must agree with `module.chip`), else `module.chip`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.chips import Chip, get_chip
 from tpuc.errors import TpucError
-from tpuc.weights import WeightStore
-
-FINAL_PASSES = ("weight-reorder", "subnet-divide", "address-assign")
 
 
 def module_chip(module: ModuleOp, step: str, override: str = "") -> Chip:
@@ -31,21 +28,4 @@ def module_chip(module: ModuleOp, step: str, override: str = "") -> Chip:
     return get_chip(assigned)
 
 
-def finalize(module: ModuleOp, store: WeightStore, chip_name: str) -> None:
-    """Run the three passes in place on a TPU_LOWERED module. `store` holds
-    its weights: reordered and merged weights are added to it, and the ones
-    the module no longer reads are removed (copy it first to keep them)."""
-    from tpuc.context import make_context
-    from tpuc.passes.registry import get_pass
-    from tpuc.weights import attach_weights
-
-    module_chip(module, "finalize", chip_name)  # a wrong chip fails before any change
-    attach_weights(module, store)
-    ctx = make_context()
-    get_pass("weight-reorder")().apply(ctx, module)
-    get_pass("subnet-divide")(chip=chip_name).apply(ctx, module)
-    get_pass("address-assign")(chip=chip_name).apply(ctx, module)
-    module.verify()
-
-
-__all__ = ["FINAL_PASSES", "finalize", "module_chip"]
+__all__ = ["module_chip"]

@@ -62,7 +62,7 @@ class ImportCalibrationTablePass(ModulePass):
     asymmetric: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from tpuc.calibration.table import read_table
+        from tpuc.cali_table import read_table
         from tpuc.module_state import ModuleState, advance_state, require_state
 
         require_state(op, self.name, ModuleState.TOP_F32)

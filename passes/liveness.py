@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects import func
 from xdsl.ir import Block, Operation, SSAValue
 
 from tpuc.dialects import top, tpu
+from tpuc.ir import body_ops, last_uses
 
 IN_PLACE: tuple[type[Operation], ...] = (
     tpu.ReshapeOp,  # type: ignore[attr-defined]
@@ -49,25 +49,6 @@ class Buffer:
 def in_place_source(op: Operation) -> SSAValue | None:
     """The operand whose memory `op`'s result reuses, None if it has its own."""
     return op.operands[0] if isinstance(op, IN_PLACE) else None
-
-
-def body_ops(block: Block) -> list[Operation]:
-    """The ops of a function body in graph order, without its return."""
-    return [op for op in block.ops if not isinstance(op, func.ReturnOp)]
-
-
-def last_uses(block: Block) -> dict[SSAValue, int]:
-    """Index of the last op reading each value; returned values: len(ops)."""
-    ops = body_ops(block)
-    last: dict[SSAValue, int] = {}
-    for i, op in enumerate(ops):
-        for value in op.operands:
-            last[value] = i
-    ret = block.last_op
-    if isinstance(ret, func.ReturnOp):
-        for value in ret.operands:
-            last[value] = len(ops)
-    return last
 
 
 def buffers(block: Block) -> list[Buffer]:

@@ -20,6 +20,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "weight-reorder": ("tpuc.passes.weight_reorder", "WeightReorderPass"),
     "subnet-divide": ("tpuc.passes.subnet_divide", "SubnetDividePass"),
     "address-assign": ("tpuc.passes.address_assign", "AddressAssignPass"),
+    "codegen": ("tpuc.passes.codegen", "CodegenPass"),
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
     "dce": ("xdsl.transforms.dead_code_elimination", "DeadCodeElimination"),
 }

@@ -60,7 +60,7 @@ class SubnetDividePass(ModulePass):
     chip: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from tpuc.interp.top_interpreter import main_function
+        from tpuc.ir import main_function
         from tpuc.module_state import ModuleState, advance_state, require_state
         from tpuc.passes.finalize import module_chip
 

@@ -32,6 +32,7 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
+from tpuc.ir import inline_weight
 from tpuc.weights import WeightStore, weights_of
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -48,8 +49,6 @@ class Reorderer:
 
     def data(self, op: TensorOp, index: int) -> np.ndarray:
         """The stored form (int8, int32, f16, bf16 bits …) of weight operand `index`."""
-        from tpuc.interp.tpu_interpreter import inline_weight
-
         owner = op.operands[index].owner
         if not isinstance(owner, top.WeightOp):
             raise TpucError(f"{op.name} '{op.names[0]}': operand {index} is not a weight")

@@ -52,7 +52,7 @@ def calibrate(mlir: Path, dataset: Path, method: str, tune: int, table: Path) ->
 
 
 def check_model(name: str, methods, tune: int, anchors: Path) -> bool:
-    from tpuc.calibration.table import read_table
+    from tpuc.cali_table import read_table
 
     model = anchor_model(name, anchors)
     ok = True

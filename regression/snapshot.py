@@ -128,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         files = manifest(args.work / name)
         result["files"].update({f"{name}/{k}": v for k, v in files.items()})
         result["codes"].update({f"{name}:{k}": v for k, v in codes.items()})
-        failed = [k for k, v in codes.items() if v]
-        print(f"{name:12} {len(files):3} files {time.perf_counter() - start:6.1f}s"
-              + (f"  non-zero exit: {', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
+        failed = ", ".join(k for k, v in codes.items() if v)
+        seconds = time.perf_counter() - start
+        note = f"  non-zero exit: {failed}" if failed else ""
+        print(f"{name:12} {len(files):3} files {seconds:6.1f}s{note}", flush=True)
     args.output.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     return 0
 

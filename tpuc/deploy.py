@@ -63,36 +63,6 @@ def check_state(module: ModuleOp, source: str) -> None:
         )
 
 
-def pipeline(
-    chip: Chip,
-    mode: str,
-    asymmetric: bool = False,
-    cali_table: str | os.PathLike[str] | None = None,
-    qtable: str | os.PathLike[str] | None = None,
-) -> list[ModulePass]:
-    """The passes that take a TOP module to TPU_LOWERED."""
-    from tpuc.passes.registry import get_pass
-
-    passes: list[ModulePass] = []
-    if cali_table is not None:
-        passes.append(
-            get_pass("import-calibration-table")(file=str(cali_table), asymmetric=asymmetric)
-        )
-    passes.append(get_pass("processor-assign")(chip=chip.name, mode=mode))
-    passes.append(
-        get_pass("convert-top-to-tpu")(
-            qtable=str(qtable) if qtable is not None else "", asymmetric=asymmetric
-        )
-    )
-    passes.append(get_pass("canonicalize")())
-    return passes
-
-
-def pipeline_text(passes: Iterable[ModulePass]) -> str:
-    """The pipeline as `tpuc-opt -p` takes it (to reproduce a deployment)."""
-    return ",".join(str(p.pipeline_pass_spec()) for p in passes)
-
-
 def lower(
     module: ModuleOp,
     chip: str,
@@ -108,19 +78,16 @@ def lower(
 
     `before(passes)` is called once the request is checked, before the
     first pass runs (the tool prints the pipeline)."""
-    from tpuc.context import make_context
+    from tpuc.pipeline import deploy_passes, run_passes
     from tpuc.qtable import read_qtable
 
     check_state(module, source)
     table = read_qtable(qtable, module) if qtable is not None else {}
     target, mode = check_target(chip, mode, asymmetric, cali_table is not None, table)
-    passes = pipeline(target, mode, asymmetric, cali_table, qtable)
+    passes = deploy_passes(target.name, mode, asymmetric, cali_table, qtable)
     if before is not None:
         before(passes)
-    ctx = make_context()
-    for p in passes:
-        p.apply(ctx, module)
-    module.verify()
+    run_passes(module, passes)
 
 
 def deploy_prefix(name: str, chip: str, mode: str, asymmetric: bool) -> str:
@@ -144,7 +111,7 @@ def layer_names(module: ModuleOp, top_names: Iterable[str]) -> list[tuple[str, s
     between precisions are conversions, not layers, and are left out."""
     from tpuc.dialects import top, tpu
     from tpuc.dialects.base import TensorOp
-    from tpuc.interp.top_interpreter import main_function
+    from tpuc.ir import main_function
 
     known = set(top_names)
     seen: set[str] = set()

@@ -62,7 +62,7 @@ def op_signatures(module: ModuleOp, texts: dict | None = None) -> dict[str, int]
     signatures in two lowerings of one TOP module mean equal values.
     `texts` remembers the text of long attributes (see `_text`) from one
     call to the next."""
-    from tpuc.interp.top_interpreter import main_function
+    from tpuc.ir import main_function
 
     texts = {} if texts is None else texts
     by_value: dict = {}
@@ -139,7 +139,7 @@ class MixedPrecisionSearch:
         """`top_interp`: a TopInterpreter of `module` already built (e.g. the
         calibration's), else one is made."""
         from tpuc.interp.top_interpreter import TopInterpreter
-        from tpuc.tools.model_transform import output_names
+        from tpuc.ir import output_names
 
         if not samples:
             raise TpucError("the mixed-precision search needs at least one sample")

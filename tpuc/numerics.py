@@ -9,6 +9,7 @@ in tests/test_numerics.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -155,6 +156,22 @@ def f64_to_bf16(x) -> np.ndarray:
     """float64 → nearest bfloat16 in one rounding: through float32 rounded
     to odd, which keeps the second rounding exact."""
     return to_bf16(f32_round_to_odd(x))
+
+
+def round_half_up(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest integer, ties toward +inf (same float dtype)."""
+    floor = np.floor(x)
+    return floor + (x - floor >= 0.5)  # exact: x − floor(x) is representable
+
+
+FLOAT_ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "HalfAwayFromZero": round_half_away,
+    "HalfUp": round_half_up,
+    "HalfToEven": np.rint,
+    "Down": np.floor,
+}
+"""`round_mode` -> rounding of float values to integers (float dtype kept);
+the same modes as a right shift's (`ROUND_MODES`)."""
 
 
 # --- multiplier/rshift requantization (the TPU's integer rescale) -------------------------

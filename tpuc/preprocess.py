@@ -104,7 +104,7 @@ def add_preprocess_args(parser: argparse.ArgumentParser) -> None:
 
 def preprocess_from_args(args: argparse.Namespace) -> Preprocess:
     """The Preprocess the flags describe; malformed values are TpucErrors."""
-    from tpuc.tools.cli import parse_floats, parse_ints
+    from tpuc.flag_values import parse_floats, parse_ints
 
     resize = None
     if args.resize_dims:

@@ -1,39 +1,90 @@
 """codegen: a TPU_ADDRESSED module -> tpuc instruction streams -> a bmodel.
 
-`compile_bmodel` is model_deploy's whole back end: weight-reorder,
-subnet-divide and address-assign on the lowered module, then the bmodel's
-bytes and the tensor locations (TPU-MLIR's tensor_location.json rows).
+`CodegenPass` (pipeline name `codegen`, the last stage of `tpuc.pipeline`)
+builds the bmodel's bytes and the tensor locations (TPU-MLIR's
+tensor_location.json rows) and leaves the module unchanged. The result is
+kept beside the module (`generated(module)`), like its weights, and written
+to `output` / `locations` when those options are given, so `tpuc-opt` and
+lit tests reach codegen as they reach every other pass.
 """
 
 from __future__ import annotations
 
+import json
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from tpuc.errors import TpucError
 
 
-@dataclass
-class Compiled:
-    module: ModuleOp  # TPU_ADDRESSED: the `_final.mlir`
-    store: dict  # its weights (reordered)
+@dataclass(frozen=True)
+class Generated:
+    """What codegen made of a module."""
+
     bmodel: bytes
-    locations: dict  # tensor_location.json: chip, net, tensors (rows)
+    locations: dict  # tensor_location.json without the bmodel's file name: chip, net, tensors
 
 
-def compile_bmodel(module: ModuleOp, store: dict, chip: str) -> Compiled:
-    """Finalize a TPU_LOWERED module in place (its store is copied, not
-    changed) and generate the bmodel."""
+_GENERATED: weakref.WeakKeyDictionary[ModuleOp, Generated] = weakref.WeakKeyDictionary()
+
+
+def generated(module: ModuleOp) -> Generated:
+    """The bmodel codegen made of `module` (codegen must have run on it)."""
+    result = _GENERATED.get(module)
+    if result is None:
+        raise TpucError("codegen has not run on this module")
+    return result
+
+
+def locations_text(bmodel_name: str, locations: dict) -> str:
+    """tensor_location.json, as model_deploy.py writes it next to the bmodel."""
+    return json.dumps({"bmodel": bmodel_name, **locations}, indent=1) + "\n"
+
+
+def generate(module: ModuleOp, chip: str = "") -> Generated:
+    """The bmodel bytes and tensor locations of an addressed module (weights attached)."""
     from tpuc.bmodel import write_bmodel
     from tpuc.passes.codegen.bmodel_builder import build_bmodel, tensor_locations
-    from tpuc.passes.finalize import finalize
-    from tpuc.weights import WeightStore
 
-    final_store = WeightStore(store)
-    finalize(module, final_store, chip)
-    bmodel = build_bmodel(module, chip)
+    bmodel = build_bmodel(module, chip or None)
     locations = {
         "chip": bmodel.chip,
         "net": bmodel.nets[0].name,
         "tensors": tensor_locations(module),
     }
-    return Compiled(module, final_store, write_bmodel(bmodel), locations)
+    return Generated(write_bmodel(bmodel), locations)
+
+
+@dataclass(frozen=True)
+class CodegenPass(ModulePass):
+    """Generate the bmodel of a TPU_ADDRESSED module; the module is not changed.
+
+    `output`: write the bmodel there; `locations`: write tensor_location.json
+    there; `chip` defaults to module.chip."""
+
+    name = "codegen"
+
+    output: str = ""
+    locations: str = ""
+    chip: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from tpuc.files import OutputSet
+
+        result = _GENERATED[op] = generate(op, self.chip)
+        if not (self.output or self.locations):
+            return
+        with OutputSet() as out:
+            if self.output:
+                out.write_bytes(self.output, result.bmodel)
+            if self.locations:
+                name = Path(self.output).name if self.output else ""
+                out.write_text(self.locations, locations_text(name, result.locations))
+
+
+__all__ = ["CodegenPass", "Generated", "generate", "generated", "locations_text"]

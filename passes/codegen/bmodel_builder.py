@@ -30,19 +30,20 @@ from tpuc.bmodel import (
     bmodel_time,
 )
 from tpuc.dialects import top
+from tpuc.dtypes import STORAGE
 from tpuc.errors import TpucError
-from tpuc.interp.top_interpreter import main_function, tensor_names
+from tpuc.ir import main_function, tensor_names
 from tpuc.isa.records import (
     ENGINE_CPU,
     ENGINE_GDMA,
     ENGINE_TIU,
-    STORAGE,
     TENSOR_QUANTIZED,
     Command,
 )
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
 from tpuc.passes.codegen.commands import op_commands, tensor_record, tiu_command
+from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
 
 LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
@@ -109,18 +110,13 @@ def cmd_group(commands: list[Command]) -> CmdGroup:
     return CmdGroup(bdc, dma, len(tiu), len(gdma), len(bdc), len(dma))
 
 
-def subnet_of(op: Operation) -> int:
-    attr = op.attributes.get("subnet_id")
-    return 0 if attr is None else attr.value.data
-
-
 def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValue]) -> list[SubNet]:
     modes = module_attr(module, "subnet_modes", None) or ["TPU"]
     members: dict[int, list[tuple[int, Operation]]] = {i: [] for i in range(len(modes))}
     for layer_id, op in enumerate(ops):
         if isinstance(op, LEAVES):
             continue
-        sid = subnet_of(op)
+        sid = subnet_of(op) or 0  # no subnet-divide attribute: the only subnet
         if sid not in members:
             raise TpucError(f"{op.name} '{tensor_names(op)[0]}' is in unknown subnet {sid}")
         members[sid].append((layer_id, op))
@@ -211,7 +207,7 @@ def tensor_locations(module: ModuleOp) -> list[dict]:
                     "scale": record.scale,
                     "zero_point": record.zero_point,
                     "quantized": bool(record.flags & TENSOR_QUANTIZED),
-                    "subnet": subnet_of(op) if not isinstance(op, LEAVES) else None,
+                    "subnet": (subnet_of(op) or 0) if not isinstance(op, LEAVES) else None,
                 }
             )
     return rows

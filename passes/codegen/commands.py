@@ -17,7 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import from_attr, shape_of
 from tpuc.errors import TpucError
-from tpuc.interp.tpu_kernels.registry import element_of, kind_of
+from tpuc.ir import element_of, kind_of
 from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
 from tpuc.isa.params import encode_params
 from tpuc.isa.records import (

@@ -34,17 +34,13 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import CalibratedQuantizedType, UniformQuantizedType
 from tpuc.errors import TpucError
+from tpuc.ir import element_of
 from tpuc.numerics import bf16_bits, quantize, to_bf16, to_f16
 from tpuc.qparams import QuantParams, from_calibrated
 from tpuc.weights import WeightStore, read_weight
 
 si8 = IntegerType(8, Signedness.SIGNED)
 FLOAT_TYPES: dict[str, Attribute] = {"F32": f32, "F16": f16, "BF16": bf16}
-
-
-def element_of(value: SSAValue) -> Attribute:
-    t = value.type
-    return t.element_type if isinstance(t, TensorType) else t
 
 
 def type_tag(element: Attribute) -> str:

@@ -22,7 +22,8 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.errors import TpucError, UnsupportedOpsError
-from tpuc.passes.lowering.context import Lowering, LoweringState, element_of, type_tag
+from tpuc.ir import element_of
+from tpuc.passes.lowering.context import Lowering, LoweringState, type_tag
 from tpuc.passes.lowering.registry import PREPARERS, Rule, find_rule
 from tpuc.passes.shape_infer import set_type
 

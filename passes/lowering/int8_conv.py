@@ -24,9 +24,11 @@ from xdsl.ir import Operation, SSAValue
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp
 from tpuc.errors import TpucError
+from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, round_half_away
-from tpuc.passes.lowering.context import Lowering, element_of
+from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
+from tpuc.pool_geometry import PoolGeometry
 
 INT8 = ("INT8",)
 QMAX_W = 127
@@ -146,8 +148,6 @@ def static_shape(value: SSAValue) -> tuple[int, ...] | None:
 def uniform_windows(op: Operation) -> bool:
     """AvgPool: every window averages kernel-area elements (no excluded
     padding, no ceil_mode overhang), so one multiplier fits all."""
-    from tpuc.interp.kernels.pool import PoolGeometry
-
     shape = static_shape(op.operands[0])
     if shape is None:
         return False

@@ -14,8 +14,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from tpuc.dialects import top, tpu
+from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, quantize
-from tpuc.passes.lowering.context import Lowering, element_of
+from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.int8_eltwise import read_int8
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams

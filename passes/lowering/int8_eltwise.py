@@ -13,8 +13,9 @@ from xdsl.ir import SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
+from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
-from tpuc.passes.lowering.context import Lowering, element_of
+from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams
 

@@ -18,7 +18,8 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
-from tpuc.passes.lowering.context import Lowering, element_of
+from tpuc.ir import element_of
+from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.int8_eltwise import lower_add_sub, lower_mul, two_inputs
 from tpuc.passes.lowering.int8_lut import (
     LUT_OPS,

@@ -9,9 +9,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tpuc.cali_table import CaliEntry
 from tpuc.calibration.collect import StatsCollector, bucket_counts, collect, tensor_order
 from tpuc.calibration.rules import apply_rules
-from tpuc.calibration.table import CaliEntry
 from tpuc.calibration.tune import Tuner
 from tpuc.frontends.onnx import convert_onnx
 from tpuc.interp.top_interpreter import TopInterpreter

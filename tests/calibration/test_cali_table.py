@@ -7,8 +7,8 @@ import importlib.metadata
 
 import pytest
 
-from tpuc.calibration import table as table_mod
-from tpuc.calibration.table import (
+from tpuc import cali_table as table_mod
+from tpuc.cali_table import (
     CaliEntry,
     CaliTable,
     format_table,

@@ -18,7 +18,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from tools_helpers import conv_model, one_line_error, run_main  # noqa: E402
 
-from tpuc.calibration.table import read_table  # noqa: E402
+from tpuc.cali_table import read_table  # noqa: E402
 from tpuc.tools import model_transform  # noqa: E402
 from tpuc.tools.run_calibration import METHOD_NAMES, main  # noqa: E402
 

@@ -17,14 +17,15 @@ from xdsl.ir import Block
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.runtime import Runtime
+from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.tpu_kernels import compute  # noqa: F401  (registers the kernels)
 from tpuc.interp.tpu_kernels.compute_conv import (
     conv_accumulator,
     conv_chunks,
     deconv_accumulator,
 )
-from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, kind_of
+from tpuc.interp.tpu_kernels.registry import TPU_KERNELS
+from tpuc.ir import kind_of
 from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
 
 RNG = np.random.default_rng(20240521)
@@ -278,7 +279,7 @@ def test_conv_large_k_is_exact(storage, zp, group, threads):
         assert np.abs(acc).max() > 2**24
         w_abs = np.abs(w).reshape(group, 4, 64, 9)
         assert len(conv_chunks(w_abs, 255)) > 1  # |q − Z| reaches 255 here
-    with Runtime(threads, min_shard_work=1).active() if threads else contextlib.nullcontext():
+    with Executor(threads, min_shard_work=1).active() if threads else contextlib.nullcontext():
         assert np.array_equal(conv_accumulator(op, x, w, None), acc)
         assert np.array_equal(run(op, [x, w, None]), ref_output(acc, 1, 20, 0, "i8"))
 

@@ -16,7 +16,7 @@ from tpuc.dialects import top
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.runtime import Runtime
+from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.top_interpreter import run_top
 from tpuc.interp.tpu_interpreter import TpuInterpreter, decode_weight, run_tpu
 from tpuc.module_io import parse_module
@@ -380,7 +380,7 @@ def test_half_precision_module_rounds_after_each_op(net_data, element, rounding,
     x = rounding(inputs["x"])
     # The kernels run under the interpreter's default thread setting: float
     # sums are only promised identical between runs of the same setting.
-    with Runtime().active():
+    with Executor().active():
         exact_conv = KERNELS[top.ConvOp](top_ops["conv"], [x, w, b]).copy()
         conv = rounding(exact_conv)
         act = rounding(KERNELS[top.SiLUOp](top_ops["act"], [conv]).copy())

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
 )
 
 from tpuc.dialects.quant import UniformQuantizedType
+from tpuc.dtypes import from_storage, to_storage
 from tpuc.isa.params import decode_params, encode_params
 from tpuc.isa.records import (
     ABSENT,
@@ -31,7 +32,7 @@ from tpuc.isa.records import (
     element_bytes,
     split_commands,
 )
-from tpuc.isa.types import dtype_fields, element_of_record, from_storage, to_storage
+from tpuc.isa.types import dtype_fields, element_of_record
 
 
 def hexbytes(text: str) -> bytes:

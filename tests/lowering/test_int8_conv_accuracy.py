@@ -177,7 +177,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def top_module(case: Case, folder: Path):
     """The TOP_F32 module and its weight store, as model_transform makes them."""
     from tpuc.frontends.onnx import convert_onnx
-    from tpuc.tools.model_transform import optimize
+    from tpuc.pipeline import transform
     from tpuc.weights import WeightStore, attach_weights
 
     path = folder / f"{case.name}.onnx"
@@ -185,7 +185,7 @@ def top_module(case: Case, folder: Path):
     module, weights = convert_onnx(str(path), case.name)
     store = WeightStore(weights)
     attach_weights(module, store)
-    optimize(module, store)
+    transform(module)
     return path, module, store
 
 

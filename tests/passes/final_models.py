@@ -73,13 +73,13 @@ def lowered(work: Path, chip: str = "bm1684x", mode: str = "INT8"):
     from tpuc.deploy import lower
     from tpuc.frontends.onnx import convert_onnx
     from tpuc.interp.top_interpreter import run_top
-    from tpuc.tools.model_transform import optimize
+    from tpuc.pipeline import transform
     from tpuc.weights import WeightStore, attach_weights
 
     module, weights = convert_onnx(str(net_model(work / "net.onnx")), "net")
     store = WeightStore(weights)
     attach_weights(module, store)
-    optimize(module, store)
+    transform(module)
     inputs = sample_input()
     table = None
     if mode == "INT8":

@@ -21,12 +21,12 @@ from tpuc.chips import get_chip
 from tpuc.context import make_context
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
-from tpuc.interp.top_interpreter import main_function
 from tpuc.interp.tpu_interpreter import TpuInterpreter
+from tpuc.ir import main_function
 from tpuc.module_io import module_attr, module_text, parse_module
 from tpuc.passes.address_assign import address_of, tensor_bytes
-from tpuc.passes.finalize import finalize
 from tpuc.passes.registry import get_pass
+from tpuc.pipeline import finalize
 from tpuc.weights import WeightStore
 
 RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)

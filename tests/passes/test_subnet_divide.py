@@ -14,7 +14,7 @@ from tpuc.chips import get_chip
 from tpuc.context import make_context
 from tpuc.dialects import top
 from tpuc.errors import TpucError
-from tpuc.interp.top_interpreter import main_function
+from tpuc.ir import main_function
 from tpuc.module_io import module_attr, parse_module
 from tpuc.passes.registry import get_pass
 from tpuc.passes.subnet_divide import subnet_of

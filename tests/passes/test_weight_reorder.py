@@ -16,7 +16,7 @@ from tpuc.context import make_context
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.top_interpreter import main_function
+from tpuc.ir import main_function
 from tpuc.module_io import module_attr, parse_module
 from tpuc.passes.registry import get_pass
 from tpuc.weights import WeightStore, attach_weights, live_weights

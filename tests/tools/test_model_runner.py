@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 from tools_helpers import conv_model, one_line_error, run_main
 
+from tpuc.frontends.onnx import reference
 from tpuc.tools import model_runner, model_transform
 
 
@@ -96,7 +97,7 @@ def test_extra_tensors_from_given_names_without_parsing(work, monkeypatch):
     d, _ = work
     path = d / "tiny.onnx"
     before = path.read_bytes()
-    names = model_runner.OnnxNames.read(str(path))
+    names = reference.OnnxNames.read(str(path))
     assert names.outputs == ("y",)
     assert names.produced == (
         ("c", "Conv"),
@@ -112,7 +113,7 @@ def test_extra_tensors_from_given_names_without_parsing(work, monkeypatch):
     ref = ort_all_tensors(path, x)
     monkeypatch.setattr(onnx, "load", no_parse)
     monkeypatch.setattr(onnx, "load_model", no_parse)
-    got = model_runner.run_onnx(str(path), {"x": x}, tensors={"r": "r_Relu"}, names=names)
+    got = reference.run_onnx(str(path), {"x": x}, tensors={"r": "r_Relu"}, names=names)
     assert set(got) == {"y", "r_Relu"}
     np.testing.assert_array_equal(got["r_Relu"], ref["r"])
     np.testing.assert_array_equal(got["y"], ref["y"])
@@ -129,7 +130,7 @@ def test_ir_version_newer_than_onnxruntime_is_lowered_in_memory(work):
     before = (d / "new.onnx").read_bytes()
     notes: list[str] = []
     x = np.load(d / "in.npz")["x"]
-    got = model_runner.run_onnx(str(d / "new.onnx"), {"x": x}, dump_all=True, notes=notes.append)
+    got = reference.run_onnx(str(d / "new.onnx"), {"x": x}, dump_all=True, notes=notes.append)
     assert notes and "running with IR version" in notes[0] and "model has 99" in notes[0]
     ref = ort_all_tensors(d / "tiny.onnx", x)
     assert set(got) == set(ref)
@@ -149,7 +150,7 @@ def test_external_data_found_next_to_the_model(work, monkeypatch, tmp_path_facto
               size_threshold=0)  # fmt: skip
     monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
     x = np.load(d / "in.npz")["x"]
-    got = model_runner.run_onnx(str(sub / "ext.onnx"), {"x": x}, dump_all=True)
+    got = reference.run_onnx(str(sub / "ext.onnx"), {"x": x}, dump_all=True)
     ref = ort_all_tensors(d / "tiny.onnx", x)
     assert set(got) == set(ref)
     for name, value in ref.items():

@@ -126,7 +126,7 @@ def test_model_is_parsed_once(work, capsys, monkeypatch):
 
 
 def test_divergence_names_first_tensor_in_network_order(work, capsys, monkeypatch):
-    import tpuc.tools.model_runner as runner
+    import tpuc.frontends.onnx.reference as runner
 
     real = runner.run_onnx
 

@@ -19,8 +19,6 @@ from pathlib import Path
 from tpuc.bmodel.fbs_read import decode
 from tpuc.bmodel.fbs_write import encode
 from tpuc.bmodel.model import (
-    DTYPE_BYTES,
-    DTYPE_CODES,
     MODE_CODES,
     Binary,
     BModel,
@@ -32,6 +30,7 @@ from tpuc.bmodel.model import (
     SubNet,
     TensorDesc,
 )
+from tpuc.dtypes import DTYPE_BYTES, DTYPE_CODES
 from tpuc.errors import TpucError
 
 __all__ = [

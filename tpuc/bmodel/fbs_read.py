@@ -17,7 +17,6 @@ from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
 from tpuc.bmodel.model import (
-    DTYPE_NAMES,
     MODE_NAMES,
     Binary,
     BModel,
@@ -30,6 +29,7 @@ from tpuc.bmodel.model import (
     TensorDesc,
 )
 from tpuc.bmodel.schema import BINARY, BINARY_BYTES, SCALARS, TableSchema, schema
+from tpuc.dtypes import DTYPE_NAMES
 from tpuc.errors import TpucError
 
 

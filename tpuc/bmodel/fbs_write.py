@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import flatbuffers
 
 from tpuc.bmodel.model import (
-    DTYPE_CODES,
     MODE_CODES,
     Binary,
     BModel,
@@ -28,6 +27,7 @@ from tpuc.bmodel.model import (
     TensorDesc,
 )
 from tpuc.bmodel.schema import BINARY, BINARY_BYTES, SCALARS, TableSchema, schema
+from tpuc.dtypes import DTYPE_CODES
 from tpuc.errors import TpucError
 
 BLOB_ALIGN = 16  # start of each new payload in the blob

@@ -13,32 +13,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from tpuc.dtypes import DTYPE_CODES
 from tpuc.errors import TpucError
 
-# TPU-MLIR's bm_data_type_t codes (Tensor.data_type)
-DTYPE_CODES: dict[str, int] = {
-    "f32": 0,
-    "f16": 1,
-    "i8": 2,
-    "u8": 3,
-    "i16": 4,
-    "u16": 5,
-    "i32": 6,
-    "u32": 7,
-    "bf16": 8,
-}
-DTYPE_NAMES: dict[int, str] = {code: name for name, code in DTYPE_CODES.items()}
-DTYPE_BYTES: dict[str, int] = {
-    "f32": 4,
-    "f16": 2,
-    "i8": 1,
-    "u8": 1,
-    "i16": 2,
-    "u16": 2,
-    "i32": 4,
-    "u32": 4,
-    "bf16": 2,
-}
+# dtype names, codes (TPU-MLIR's bm_data_type_t, Tensor.data_type) and sizes: tpuc.dtypes
 
 # SubNet.subnet_mode codes
 MODE_CODES: dict[str, int] = {"TPU": 0, "CPU": 1}

@@ -1,2 +1,3 @@
-"""INT8 calibration: activation statistics, threshold methods, auto-tune and
-TPU-MLIR's calibration table (run_calibration.py and model_deploy read it)."""
+"""INT8 calibration: activation statistics, threshold methods and auto-tune,
+written as TPU-MLIR's calibration table (the format is `tpuc.cali_table`,
+which the import-calibration-table pass reads too)."""

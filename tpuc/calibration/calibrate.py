@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from tpuc.cali_table import CaliEntry, CaliTable, format_table
 from tpuc.calibration.collect import Warn, collect
 from tpuc.calibration.dataset import Sample, list_samples, load_sample
 from tpuc.calibration.rules import apply_rules
 from tpuc.calibration.stats import TensorStats
-from tpuc.calibration.table import CaliEntry, CaliTable, format_table
 from tpuc.calibration.thresholds import METHODS, ZERO_TENSOR_THRESHOLD, threshold
 from tpuc.calibration.tune import tune
 from tpuc.errors import TpucError

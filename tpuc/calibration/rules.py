@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tpuc.calibration.table import CaliEntry
+from tpuc.cali_table import CaliEntry
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
 from tpuc.interp.top_interpreter import Step, activation_name

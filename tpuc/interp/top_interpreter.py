@@ -3,7 +3,7 @@
 A plain walk over the function body with a dict from SSA value to array;
 each intermediate is dropped right after its last use (unless every tensor
 is wanted), so peak memory stays near the widest point of the network. Its
-memory goes back to the runtime's arena, which hands it to later kernels
+memory goes back to the executor's arena, which hands it to later kernels
 (and lets elementwise kernels overwrite an operand read for the last time).
 """
 
@@ -19,28 +19,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
-from tpuc.dialects.base import TensorOp, shape_of
+from tpuc.dialects.base import shape_of
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
+from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.kernels.registry import Kernel
-from tpuc.interp.kernels.runtime import Runtime
-
-
-def main_function(module: ModuleOp) -> func.FuncOp:
-    """`func @main`, or the module's only function."""
-    funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    for f in funcs:
-        if f.sym_name.data == "main":
-            return f
-    if len(funcs) == 1:
-        return funcs[0]
-    raise TpucError("module has no func @main to run")
-
-
-def tensor_names(op: Operation) -> list[str]:
-    if isinstance(op, TensorOp):
-        return op.names
-    return [f"{op.name}_{i}" for i in range(len(op.results))]
+from tpuc.ir import body_ops, last_uses, main_function, tensor_names
 
 
 def activation_name(value: SSAValue) -> str | None:
@@ -128,23 +112,23 @@ def concat_placements(steps: list[Step], returned: list[SSAValue]) -> dict[int, 
 
 class TopInterpreter:
     """A TOP module prepared for repeated runs (e.g. over a calibration set):
-    the op order, kernels and last uses are resolved once; the runtime keeps
+    the op order, kernels and last uses are resolved once; the executor keeps
     scratch and recycled memory from one run to the next.
 
     `threads`: None uses as many kernel threads as BLAS has, BLAS pinned to
-    one (the same float sums on any load: see `runtime`); runtime.AUTO
+    one (the same float sums on any load: see `executor`); executor.AUTO
     picks, run by run, whichever of that and BLAS threading has been faster;
     0 always lets BLAS thread; N >= 1 uses N kernel threads."""
 
     title = "TOP interpreter"  # the progress bar's label
 
     def __init__(self, module: ModuleOp, threads: int | None = None):
-        self.runtime = Runtime(threads)
+        self.executor = Executor(threads)
         body = main_function(module).body.block
-        self.ops: list[Operation] = [op for op in body.ops if not isinstance(op, func.ReturnOp)]
+        self.ops: list[Operation] = body_ops(body)
         ret = body.last_op
         self.returned: list[SSAValue] = list(ret.operands) if isinstance(ret, func.ReturnOp) else []
-        self.last_use = self._last_uses()
+        self.last_use = last_uses(body)
         self.steps = [Step(op, i, self.last_use) for i, op in enumerate(self.ops)]
         self.donors = [step.donors() for step in self.steps]
         self.placements = concat_placements(self.steps, self.returned)
@@ -160,16 +144,6 @@ class TopInterpreter:
         for step in self.steps:
             if not step.leaf:
                 step.kernel = KERNELS[type(step.op)]
-
-    def _last_uses(self) -> dict[SSAValue, int]:
-        """Index of the last op reading each value (returned values: never freed)."""
-        last: dict[SSAValue, int] = {}
-        for i, op in enumerate(self.ops):
-            for value in op.operands:
-                last[value] = i
-        for value in self.returned:
-            last[value] = len(self.ops)
-        return last
 
     def run(
         self,
@@ -193,18 +167,18 @@ class TopInterpreter:
         taken, by tensor name, from `given` (a dump_all of an earlier run),
         which is never written into."""
         # inf/nan propagate silently, as in onnxruntime
-        with np.errstate(all="ignore"), self.runtime.active():
+        with np.errstate(all="ignore"), self.executor.active():
             try:
                 return self._run(weights, inputs, dump_all, progress, observe, given, reuse)
             finally:
-                self.runtime.arena.finish()
+                self.executor.arena.finish()
 
     def _run(
         self, weights, inputs, dump_all: bool, progress: bool, observe, given, reuse
     ) -> dict[str, np.ndarray]:
         env: dict[SSAValue, Any] = {}
         dumped: dict[str, np.ndarray] = {}
-        arena = self.runtime.arena
+        arena = self.executor.arena
         concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
         in_place = not dump_all and not reuse  # given parts are not in a Concat's buffer
         for i, step in enumerate(_progress(self.steps, progress, self.title)):
@@ -246,7 +220,7 @@ class TopInterpreter:
         concat, part = placement
         whole = concats.get(concat)
         if whole is None:
-            whole = concats[concat] = self.runtime.arena.empty(self.steps[concat].shapes[0])
+            whole = concats[concat] = self.executor.arena.empty(self.steps[concat].shapes[0])
         return whole[part]
 
     def _returned_names(self) -> Iterable[tuple[SSAValue, str]]:

@@ -16,32 +16,20 @@ from collections.abc import Mapping
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
-    DenseIntOrFPElementsAttr,
     Float16Type,
-    IntegerType,
     ModuleOp,
 )
 from xdsl.ir import Attribute
 
 from tpuc.dialects import top
-from tpuc.dialects.quant import QuantizedType, UniformQuantizedType
+from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter, fit_weight
-from tpuc.interp.tpu_kernels import TPU_KERNELS, kind_of
+from tpuc.interp.tpu_kernels import TPU_KERNELS
 from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.interp.tpu_kernels.float_ops import rounded
-from tpuc.interp.tpu_kernels.registry import element_of
-from tpuc.numerics import bf16_bits
-
-
-def _width(element: Attribute) -> int | None:
-    """Bit width of an integer or quantized element type (None for floats)."""
-    if isinstance(element, IntegerType):
-        return element.width.data
-    if isinstance(element, QuantizedType):
-        return element.storage_width
-    return None
+from tpuc.ir import element_of, inline_weight, int_width, kind_of
 
 
 def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
@@ -49,7 +37,7 @@ def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
     wider integers (i32 biases) as float64 (exact), f16 (float16 arrays) and
     bf16 (uint16 bit patterns) as float32, f32 as float32."""
     raw = np.asarray(raw)
-    width = _width(element)
+    width = int_width(element)
     if width is not None:
         if raw.dtype.kind not in "iub":
             raise TpucError(f"weight '{name}' is declared {element} but holds {raw.dtype} data")
@@ -65,23 +53,6 @@ def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
             )
         return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
     return np.asarray(raw, dtype=np.float32)
-
-
-def inline_weight(op: top.WeightOp, element: Attribute) -> np.ndarray | None:
-    """A weight's inline `value` (tiny test modules) as npz would hold it."""
-    inline = op.attributes.get("value")
-    if not isinstance(inline, DenseIntOrFPElementsAttr):
-        return None
-    shape = tuple(inline.get_shape() or ())
-    values = inline.get_values()
-    if _width(element) is not None:
-        return np.asarray(values, np.int64).reshape(shape)
-    array = np.asarray(values, np.float32).reshape(shape)
-    if isinstance(element, Float16Type):
-        return array.astype(np.float16)
-    if isinstance(element, BFloat16Type):
-        return bf16_bits(array)
-    return array
 
 
 def tpu_kernel_for(op, kind: str):

@@ -13,7 +13,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from tpuc.bmodel.model import DTYPE_BYTES, DTYPE_CODES, DTYPE_NAMES
+from tpuc.dtypes import DTYPE_BYTES, DTYPE_CODES, DTYPE_NAMES
 
 RECORD_BYTES = 128
 
@@ -37,17 +37,6 @@ DTYPES = DTYPE_CODES
 """dtype name -> code: the bmodel's (TPU-MLIR's bm_data_type_t numbering)."""
 
 
-STORAGE = {
-    "f32": "<f4",
-    "f16": "<f2",
-    "bf16": "<u2",
-    "i8": "i1",
-    "u8": "u1",
-    "i16": "<i2",
-    "u16": "<u2",
-    "i32": "<i4",
-    "u32": "<u4",
-}
 """dtype name -> numpy dtype of its bytes in memory (bf16: the upper 16 bits of an f32)."""
 
 _HEADER = struct.Struct("<HBxIIBBHIIB103x")

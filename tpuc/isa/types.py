@@ -6,11 +6,9 @@ simulator (records -> the IR types its kernels read) cannot disagree.
 
 from __future__ import annotations
 
-import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
-    Float32Type,
     IntegerType,
     Signedness,
     TensorType,
@@ -19,9 +17,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.isa.records import STORAGE, TENSOR_QUANTIZED, TENSOR_SIGNED_INT, TensorRecord
-
-_FLOATS = {Float32Type: "f32", Float16Type: "f16", BFloat16Type: "bf16"}
+from tpuc.ir import FLOAT_DTYPES
+from tpuc.isa.records import TENSOR_QUANTIZED, TENSOR_SIGNED_INT, TensorRecord
 
 
 class UnsupportedType(ValueError):
@@ -30,9 +27,9 @@ class UnsupportedType(ValueError):
 
 def dtype_fields(element: Attribute) -> dict:
     """TensorRecord keyword fields (dtype, flags, quantization) of an element type."""
-    for cls, name in _FLOATS.items():
-        if isinstance(element, cls):
-            return {"dtype": name}
+    name = FLOAT_DTYPES.get(type(element))
+    if name is not None:
+        return {"dtype": name}
     if isinstance(element, UniformQuantizedType) and element.storage_width in (8, 16):
         return {
             "dtype": f"{'i' if element.is_signed else 'u'}{element.storage_width}",
@@ -72,23 +69,3 @@ def element_of_record(record: TensorRecord) -> Attribute:
 
 def tensor_type_of_record(record: TensorRecord) -> TensorType:
     return TensorType(element_of_record(record), list(record.shape))
-
-
-def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
-    """The interpreter's float arrays -> the bytes' numpy dtype (exact:
-    values already are representable: stored integers, f16/bf16 values)."""
-    if dtype == "bf16":
-        bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
-        return (bits >> np.uint32(16)).astype(np.uint16)
-    return np.asarray(values).astype(STORAGE[dtype])
-
-
-def from_storage(raw: np.ndarray, dtype: str, coeff: bool = False) -> np.ndarray:
-    """Memory contents -> the interpreter's arrays: 32-bit integer weights
-    as float64 (exact, as the TPU interpreter decodes them), everything else
-    float32."""
-    if dtype == "bf16":
-        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    if coeff and dtype in ("i32", "u32"):
-        return raw.astype(np.float64)
-    return raw.astype(np.float32)

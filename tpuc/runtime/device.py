@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpuc.dtypes import STORAGE, from_storage, to_storage
 from tpuc.errors import TpucError
-from tpuc.isa.records import SPACE_GLOBAL, STORAGE, TensorRecord, element_bytes
-from tpuc.isa.types import from_storage, to_storage
+from tpuc.isa.records import SPACE_GLOBAL, TensorRecord, element_bytes
 
 
 class Region:

@@ -18,7 +18,7 @@ import numpy as np
 from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
 from tpuc.chips import get_chip
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.runtime import Runtime
+from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.isa.records import (
     ENGINE_GDMA,
@@ -77,7 +77,7 @@ class Program:
             for st in steps
             for r in st.command.results
         }
-        self.runtime = Runtime(threads)
+        self.executor = Executor(threads)
 
     def _chip(self, device: str | None):
         """The bmodel's chip, which must be the simulated device's."""
@@ -169,7 +169,7 @@ class Program:
         for desc in self.param.inputs:
             self._write_input(desc, np.asarray(inputs[desc.name]))
         dumper = Dumper(self, dump or [], out_fixed)
-        with np.errstate(all="ignore"), self.runtime.active():
+        with np.errstate(all="ignore"), self.executor.active():
             try:
                 for _, steps in self.subnets:
                     for step in steps:
@@ -178,7 +178,7 @@ class Program:
                         step.run()
                         dumper.after(layer)
             finally:
-                self.runtime.arena.finish()
+                self.executor.arena.finish()
         dumper.before(None)
         outputs = {d.name: self.value(self.records_for(d), out_fixed) for d in self.param.outputs}
         return {**dumper.values, **outputs}

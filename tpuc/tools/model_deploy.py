@@ -257,9 +257,10 @@ def module_name(module) -> str:
 
 
 def deploy(req: Request) -> int:
-    from tpuc.deploy import deploy_prefix, lower, pipeline_text
+    from tpuc.deploy import deploy_prefix, lower
     from tpuc.files import OutputSet
     from tpuc.module_io import save_module
+    from tpuc.pipeline import pipeline_text
 
     stages = Stages()
     say(f"loading {req.mlir}")
@@ -327,18 +328,16 @@ def deploy(req: Request) -> int:
 def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     """weight-reorder, subnet-divide, address-assign -> `_final.mlir`, then
     the bmodel (--model) and `_tensor_location.json`."""
-    import json
-
     from tpuc.module_io import save_module
-    from tpuc.passes.codegen import compile_bmodel
+    from tpuc.passes.codegen import locations_text
+    from tpuc.pipeline import compile_bmodel
 
     say("weight-reorder, subnet-divide, address-assign, codegen")
     compiled = compile_bmodel(data.module, data.store, req.chip)
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
     save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
     locations = path("_tensor_location.json")
-    rows = {"bmodel": req.model.name, **compiled.locations}
-    out.write_text(locations, json.dumps(rows, indent=1) + "\n")
+    out.write_text(locations, locations_text(req.model.name, compiled.locations))
     out.write_bytes(req.model, compiled.bmodel)
     written += [final_mlir, final_weights, locations, req.model]
     return compiled
@@ -377,13 +376,11 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     file where it is (no second copy of the weights)."""
     import os
 
-    from tpuc.context import make_context
     from tpuc.module_io import module_attr, module_text, parse_module, set_module_attr
-    from tpuc.passes.registry import get_pass
+    from tpuc.pipeline import calibrate_import_passes, run_passes
 
     module = parse_module(req.mlir.read_text(), str(req.mlir))
-    table = get_pass("import-calibration-table")
-    table(file=str(req.cali_table), asymmetric=req.asymmetric).apply(make_context(), module)
+    run_passes(module, calibrate_import_passes(req.cali_table, req.asymmetric))
     weight_file = req.mlir.parent / module_attr(module, "weight_file", "")
     set_module_attr(module, "weight_file", os.path.relpath(weight_file, path.parent))
     out.write_text(path, module_text(module))
@@ -393,7 +390,7 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
 def report(req: Request, check: Verification, module) -> None:
     """Per-tensor lines (all with --debug, else the failing ones), the
     summary, and a table of the final outputs."""
-    from tpuc.tools.model_transform import output_names
+    from tpuc.ir import output_names
 
     result = check.result
     width = max([32] + [len(r.name) for r in result.rows])

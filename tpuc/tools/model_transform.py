@@ -28,8 +28,8 @@ from tpuc.tools.cli import existing_file, make_parser, parse_list, parse_shapes
 
 if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
     from tpuc.compare import CompareResult, Tolerance
+    from tpuc.frontends.onnx.reference import OnnxNames
     from tpuc.preprocess import Preprocess
-    from tpuc.tools.model_runner import OnnxNames
 
 PROG = "model_transform.py"
 EPILOG = (
@@ -175,7 +175,7 @@ def _convert_onnx(req: Request):
     reference run keeps only its names (the parsed weights are freed here)."""
     from tpuc.frontends.onnx import convert_onnx
     from tpuc.frontends.onnx.graph import load_model
-    from tpuc.tools.model_runner import OnnxNames
+    from tpuc.frontends.onnx.reference import OnnxNames
 
     path = str(req.model_def)
     model = load_model(path)
@@ -191,32 +191,6 @@ source model for the reference run)."""
 def say(message: str) -> None:
     """One progress line, flushed so it shows before a long step runs."""
     print(f"[{PROG}] {message}", flush=True)
-
-
-def optimize(module, store) -> None:
-    """shape-infer then canonicalize, in place; then count FLOPs."""
-    from tpuc.context import make_context
-    from tpuc.flops import module_flops
-    from tpuc.module_io import set_module_attr
-    from tpuc.passes.registry import get_pass
-
-    ctx = make_context()
-    for name in ("shape-infer", "canonicalize"):
-        get_pass(name)().apply(ctx, module)
-    module.verify()
-    set_module_attr(module, "FLOPs", module_flops(module))
-
-
-def output_names(module) -> list[str]:
-    """Tensor names returned by func @main, in order."""
-    from xdsl.dialects.func import ReturnOp
-
-    from tpuc.interp.top_interpreter import main_function, tensor_names
-
-    ret = main_function(module).body.block.last_op
-    if not isinstance(ret, ReturnOp):
-        return []
-    return [tensor_names(v.owner)[v.index] for v in ret.operands]
 
 
 def onnx_tensor_keys(names: OnnxNames, top_names: set[str]) -> dict[str, str]:
@@ -236,8 +210,8 @@ def verify(req: Request, module, store, inputs, out, names: OnnxNames):
     return the comparison. Empties `store` once TOP has run, so that the
     weights are freed before onnxruntime loads its own copy."""
     from tpuc.compare import compare_arrays
+    from tpuc.frontends.onnx.reference import run_onnx
     from tpuc.interp.top_interpreter import run_top
-    from tpuc.tools.model_runner import run_onnx
 
     say(f"running the TOP interpreter -> {req.test_result}")
     # a progress bar only where someone watches (it would clutter logs)
@@ -285,7 +259,9 @@ def divergence(req: Request, result: CompareResult) -> TpucError:
 
 def transform(req: Request) -> int:
     from tpuc.files import OutputSet
+    from tpuc.ir import output_names
     from tpuc.module_io import module_attr, save_module
+    from tpuc.pipeline import transform as transform_stage
     from tpuc.preprocess import input_specs, load_inputs, with_preprocess
     from tpuc.weights import WeightStore, attach_weights
 
@@ -304,7 +280,7 @@ def transform(req: Request) -> int:
         origin_weights = req.path("_top_f32_all_origin_weight.npz")
         save_module(out, module, req.path("_origin.mlir"), store, origin_weights)
         say("shape-infer, canonicalize")
-        optimize(module, store)
+        transform_stage(module)
         say(f"FLOPs {module_attr(module, 'FLOPs', 0):,}")
         weight_path = req.path("_top_f32_all_weight.npz")
         save_module(out, module, req.mlir, store, weight_path)

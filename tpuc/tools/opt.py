@@ -87,9 +87,12 @@ class TpucOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         from tpuc.passes.registry import get_all_passes
+        from tpuc.pipeline import STAGE_PASSES
 
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
+        for name, stage in STAGE_PASSES.items():  # whole stages of tpuc.pipeline
+            self.register_pass(name, lambda stage=stage: stage)
 
     def register_all_targets(self) -> None:
         def mlir():

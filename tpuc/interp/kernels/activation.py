@@ -11,8 +11,10 @@ from collections.abc import Callable
 import numpy as np
 
 from tpuc.dialects import top
+from tpuc.dtypes import ELEMENT_TYPES
+from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, f32, kernel, relu
-from tpuc.interp.kernels.runtime import current
+from tpuc.numerics import to_bf16
 
 _ERF_SERIES_TERMS = 12
 _SQRT_PI = np.sqrt(np.pi)
@@ -102,19 +104,13 @@ def cast(op, x: Array) -> Array:
         return np.trunc(x).astype(np.int64).astype(dtype)
 
 
-INT_TYPES = {
-    "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "UINT16": np.uint16,
-    "INT32": np.int32, "UINT32": np.uint32, "INT64": np.int64, "UINT64": np.uint64,
-    "I8": np.int8, "U8": np.uint8, "I16": np.int16, "I32": np.int32, "I64": np.int64,
+_INT_NAMES = {
+    "INT8": "i8", "UINT8": "u8", "INT16": "i16", "UINT16": "u16",
+    "INT32": "i32", "UINT32": "u32", "INT64": "i64", "UINT64": "u64",
+    "I8": "i8", "U8": "u8", "I16": "i16", "I32": "i32", "I64": "i64",
 }  # fmt: skip
-
-
-def to_bf16(x: Array) -> Array:
-    """float32 -> bfloat16 (round to nearest even), kept as float32."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))
-    out = np.where(np.isnan(x), bits, rounded) & np.uint32(0xFFFF0000)
-    return out.view(np.float32)
+INT_TYPES = {to: np.dtype(ELEMENT_TYPES[name].storage) for to, name in _INT_NAMES.items()}
+"""Cast's integer `to` spellings -> numpy dtype (from tpuc.dtypes)."""
 
 
 def reciprocal(op, x: Array) -> Array:

@@ -1,6 +1,6 @@
 """Convolution, transposed convolution and matmul through BLAS.
 
-Convolutions become GEMMs cut into blocks for the runtime's threads (see
+Convolutions become GEMMs cut into blocks for the executor's threads (see
 `gemm_conv`): 1x1 kernels use the input as [C, H*W] directly (no im2col);
 other kernels copy im2col columns from one strided view of the padded input.
 Depthwise convolutions accumulate over kernel taps instead, which beats a
@@ -15,9 +15,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from tpuc.dialects import top
+from tpuc.interp.kernels.executor import Executor, current
 from tpuc.interp.kernels.gemm_conv import GemmConvPlan
 from tpuc.interp.kernels.registry import Array, f32, fused_relu, ints, kernel, relu
-from tpuc.interp.kernels.runtime import Runtime, current
 
 
 def padded_shape(x: Array, begins: list[int], ends: list[int]) -> tuple[int, ...]:
@@ -90,9 +90,9 @@ def windows(xp: Array, g: ConvGeometry, out: tuple[int, ...]) -> Array:
 
 class ConvPlan:
     """Everything about one conv call that only depends on the op and the
-    shapes, kept by the runtime across runs (see `gemm_conv`)."""
+    shapes, kept by the executor across runs (see `gemm_conv`)."""
 
-    def __init__(self, op, x_shape: tuple[int, ...], w_shape: tuple[int, ...], rt: Runtime):
+    def __init__(self, op, x_shape: tuple[int, ...], w_shape: tuple[int, ...], rt: Executor):
         g = ConvGeometry(op, tuple(w_shape[2:]))
         self.g = g
         self.out = tuple(
@@ -111,7 +111,7 @@ class ConvPlan:
         if not self.depthwise:
             self.gemm = GemmConvPlan(x_shape, w_shape, self.out, view, self.relu_limit, rt)
 
-    def run(self, x: Array, w: Array, bias: Array | None, rt: Runtime) -> Array:
+    def run(self, x: Array, w: Array, bias: Array | None, rt: Executor) -> Array:
         if self.depthwise:
             y = depthwise(x, w, self.g, self.out, rt)
             if bias is not None:
@@ -144,7 +144,7 @@ def window_strides(
     return shape, view
 
 
-def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...], rt: Runtime) -> Array:
+def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor) -> Array:
     """Depthwise conv (one input channel per group): a multiply-add per
     kernel tap, vectorised over batch, channels and output pixels."""
     n_batch, channels = x.shape[:2]
@@ -170,7 +170,7 @@ def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...], rt: Run
 
 
 def depthwise_rows(
-    x: Array, wk: Array, g: ConvGeometry, out: tuple[int, ...], rt: Runtime
+    x: Array, wk: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor
 ) -> Array:
     """Stride-1 2-D depthwise conv on the padded input flattened to rows of
     width Wp: every tap is then one contiguous slice; the Wp - OW wrapped

@@ -3,7 +3,7 @@
 Every (batch item, group) is one product y[n, g] = W[g] @ col[n, g] with
 W[g] [M, K] and col [K, L] (L output pixels), cut into blocks; a block runs
 its GEMM and then the bias and ReLU on its own output while it is still in
-cache. With worker threads (see `runtime`) the blocks are shared out; by
+cache. With worker threads (see `executor`) the blocks are shared out; by
 default they run in turn and BLAS threads each GEMM. Two cuts:
 
 - `rows`: blocks of output channels over the whole col: a 1x1 stride-1 conv
@@ -17,7 +17,7 @@ default they run in turn and BLAS threads each GEMM. Two cuts:
 
 Cutting M or L does not change any dot product's summation order, so the
 result is the same as one BLAS call's. A plan holds all of this for one
-(op, shapes) and is kept by the interpreter's runtime: later runs only
+(op, shapes) and is kept by the interpreter's executor: later runs only
 execute it.
 """
 
@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
+from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.kernels.registry import Array, relu
-from tpuc.interp.kernels.runtime import Runtime
 
 TILE_BYTES = 1 << 20  # im2col columns per `tiles` block: about an L2 cache
 WHOLE_COL_BYTES = 8 << 20  # larger im2col matrices are only built as tiles
@@ -53,7 +53,7 @@ class GemmConvPlan:
         out: tuple[int, ...],
         windows: tuple[tuple[int, ...], tuple[int, ...]] | None,
         relu_limit: float | None,
-        rt: Runtime,
+        rt: Executor,
     ):
         self.n_batch, channels = x_shape[:2]
         oc, self.cg = w_shape[:2]
@@ -77,7 +77,7 @@ class GemmConvPlan:
             else self._rows(rt, work)
         )
 
-    def _rows(self, rt: Runtime, work: int) -> list[Block]:
+    def _rows(self, rt: Executor, work: int) -> list[Block]:
         step = -(-self.m // rt.shards(work, max(1, self.m // ROWS_PER_BLOCK)))
         return [
             (n, g, lo, min(self.m, lo + step), 0, self.length)
@@ -86,7 +86,7 @@ class GemmConvPlan:
             for lo in range(0, self.m, step)
         ]
 
-    def _tiles(self, rt: Runtime, work: int) -> list[Block]:
+    def _tiles(self, rt: Executor, work: int) -> list[Block]:
         rows = self.out[0]
         inner = self.length // rows if rows else 0
         step = -(-rows // rt.shards(work, rows))
@@ -98,7 +98,7 @@ class GemmConvPlan:
             for r in range(0, rows, step)
         ]
 
-    def run(self, src: Array, w: Array, bias: Array | None, rt: Runtime) -> Array:
+    def run(self, src: Array, w: Array, bias: Array | None, rt: Executor) -> Array:
         """The conv of `src` (the input, already padded into a contiguous
         buffer unless 1x1 stride-1): a fresh array of `y_shape`."""
         y = rt.empty(self.y_shape)
@@ -117,7 +117,7 @@ class GemmConvPlan:
             rt.parallel_for(len(self.late), job.epilogue)
         return y
 
-    def _whole_col(self, win: Array, rt: Runtime) -> Array:
+    def _whole_col(self, win: Array, rt: Executor) -> Array:
         """The im2col matrix [N, G, K, L] in one buffer, copied by channel
         chunks (in parallel with worker threads)."""
         col = rt.scratch("conv_col_whole", win.shape)
@@ -136,7 +136,7 @@ class GemmConvPlan:
 class _Job:
     """The arrays of one execution of a plan, for its blocks to work on."""
 
-    def __init__(self, plan: GemmConvPlan, y: Array, w: Array, bias, col: Array, rt: Runtime):
+    def __init__(self, plan: GemmConvPlan, y: Array, w: Array, bias, col: Array, rt: Executor):
         p = plan
         self.plan, self.rt, self.col = p, rt, col
         self.y = y.reshape(p.n_batch, p.groups, p.m, p.length)

@@ -12,6 +12,6 @@ from tpuc.interp.tpu_kernels import (  # noqa: F401  (imported to register kerne
     data_ops,
     float_ops,
 )
-from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, kind_of, tpu_kernel
+from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, tpu_kernel
 
 __all__ = ["TPU_KERNELS", "kind_of", "tpu_kernel"]

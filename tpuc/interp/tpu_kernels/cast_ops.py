@@ -27,22 +27,8 @@ from tpuc.interp.tpu_kernels.registry import (
     requant_output,
     tpu_kernel,
 )
-from tpuc.numerics import dequantize, quantize, round_half_away, saturate
+from tpuc.numerics import FLOAT_ROUNDING, dequantize, quantize, round_half_away, saturate
 from tpuc.qparams import QuantParams
-
-
-def _half_up(x: Array) -> Array:
-    floor = np.floor(x)
-    return floor + (x - floor >= 0.5)  # exact: x − floor(x) is representable
-
-
-FLOAT_ROUNDING: dict[str, Callable[[Array], Array]] = {
-    "HalfAwayFromZero": round_half_away,
-    "HalfUp": _half_up,
-    "HalfToEven": np.rint,
-    "Down": np.floor,
-}
-"""`round_mode` -> rounding of float values to integers (float dtype kept)."""
 
 
 def float_rounding(op) -> Callable[[Array], Array]:

@@ -17,9 +17,9 @@ import numpy as np
 from tpuc.dialects import tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
+from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.pool import geometry, padded_input, window_reduce
 from tpuc.interp.kernels.registry import Array, axis_of, f32, ints
-from tpuc.interp.kernels.runtime import current
 from tpuc.interp.tpu_kernels import compute_conv  # noqa: F401  (registers the convs)
 from tpuc.interp.tpu_kernels.compute_conv import EXACT, exact_cuts, term_bound
 from tpuc.interp.tpu_kernels.registry import (

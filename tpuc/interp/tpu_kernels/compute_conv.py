@@ -22,8 +22,8 @@ import numpy as np
 
 from tpuc.dialects import tpu
 from tpuc.interp.kernels.conv import ConvPlan, deconv
+from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, f32
-from tpuc.interp.kernels.runtime import current
 from tpuc.interp.tpu_kernels.registry import centered, in_quant, requant_output, tpu_kernel
 from tpuc.qparams import QuantParams
 
@@ -117,7 +117,7 @@ def add_bias(acc: Array, bias: Array | None) -> Array:
 
 
 def conv_plan(rt, op, bare: Bare, x_shape, w_shape) -> ConvPlan:
-    """The TOP conv plan of one chunk shape (kept by the runtime)."""
+    """The TOP conv plan of one chunk shape (kept by the executor)."""
     return rt.memo(
         ("tpu-int-conv", op, x_shape, w_shape), lambda: ConvPlan(bare, x_shape, w_shape, rt)
     )

@@ -20,7 +20,8 @@ from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
-from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, element_of, relu_int, tpu_kernel
+from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, relu_int, tpu_kernel
+from tpuc.ir import element_of
 from tpuc.qparams import QuantParams
 
 

@@ -8,28 +8,21 @@ TPU module reproduces the TOP interpreter bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from xdsl.dialects.builtin import BFloat16Type, Float16Type
 from xdsl.ir import Attribute
 
 from tpuc.dialects import top, tpu
+from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
-from tpuc.interp.tpu_kernels.registry import element_of, tpu_kernel
-from tpuc.numerics import to_bf16, to_f16
-
-ROUNDERS: dict[type[Attribute], Callable[[Array], Array]] = {
-    Float16Type: to_f16,
-    BFloat16Type: to_bf16,
-}
-"""Float element type -> its rounding of float32 values (others: unchanged)."""
+from tpuc.interp.tpu_kernels.registry import tpu_kernel
+from tpuc.ir import FLOAT_DTYPES, element_of
 
 
 def round_float(x: Array, element: Attribute) -> Array:
     """float32 values rounded to the float type `element` (f32: as is)."""
-    rounder = ROUNDERS.get(type(element))
+    name = FLOAT_DTYPES.get(type(element))
+    rounder = ELEMENT_TYPES[name].rounding if name is not None else None
     return x if rounder is None else rounder(x)
 
 

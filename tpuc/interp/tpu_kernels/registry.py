@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, UnrankedTensorType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.interp.kernels.registry import Array, Kernel
+from tpuc.ir import element_of
 from tpuc.numerics import f64_to_bf16, f64_to_f16, requantize, round_half_away, saturate
 from tpuc.qparams import QuantParams
 
@@ -37,21 +38,6 @@ def tpu_kernel(*op_classes: type[Operation], kinds: Iterable[str] = ("int",)):
         return fn
 
     return register
-
-
-def element_of(value: SSAValue) -> Attribute:
-    t = value.type
-    if isinstance(t, TensorType | UnrankedTensorType):
-        return t.element_type
-    return t
-
-
-def kind_of(op: Operation) -> str:
-    """ "int" when the op's first result or first operand is quantized (an
-    integer op, possibly with a float epilogue), else "float"."""
-    firsts = [*op.results[:1], *op.operands[:1]]
-    quantized = any(isinstance(element_of(v), UniformQuantizedType) for v in firsts)
-    return "int" if quantized else "float"
 
 
 def quant_of(value: SSAValue) -> QuantParams:

@@ -1,4 +1,4 @@
-"""The kernels' runtime (worker threads, scratch, plans) and the arena that
+"""The kernels' executor (worker threads, scratch, plans) and the arena that
 recycles intermediates: unit behaviour, and whole TOP modules whose results
 must not change when memory is recycled, overwritten in place or when the
 work is shared out to threads (checked against numpy and onnxruntime)."""
@@ -14,24 +14,24 @@ from xdsl.parser import Parser
 
 from tpuc.context import make_context
 from tpuc.dialects import top
-from tpuc.interp.kernels import KERNELS, gemm_conv, runtime
+from tpuc.interp.kernels import KERNELS, executor, gemm_conv
 from tpuc.interp.kernels.arena import Arena
-from tpuc.interp.kernels.runtime import Runtime, current
+from tpuc.interp.kernels.executor import Executor, current
 from tpuc.interp.top_interpreter import TopInterpreter
 
 
 def test_parallel_for_runs_each_task_once_across_threads():
-    rt = Runtime(threads=2, min_shard_work=0)
+    rt = Executor(threads=2, min_shard_work=0)
     seen: list[tuple[int, int]] = []
     with rt.active():
         assert current() is rt
         rt.parallel_for(40, lambda i: seen.append((i, threading.get_ident())))
     assert sorted(i for i, _ in seen) == list(range(40))
-    assert current() is runtime.SEQUENTIAL
+    assert current() is executor.SEQUENTIAL
 
 
 def test_parallel_for_reraises_after_all_tasks_stop():
-    rt = Runtime(threads=2)
+    rt = Executor(threads=2)
     done: list[int] = []
 
     def task(i: int) -> None:
@@ -54,24 +54,24 @@ def drive(chooser, times, runs: int) -> list[int]:
 
 
 def test_setting_chooser_probes_rarely_while_the_default_is_fast():
-    chooser = runtime.SettingChooser([0, 2])
-    every = runtime.PROBE_EVERY
+    chooser = executor.SettingChooser([0, 2])
+    every = executor.PROBE_EVERY
     picks = drive(chooser, {0: 1.0, 2: 1.1}, 2 * every + 2)
     # the other setting: warmed up and timed at the first periodic probe
     assert [i for i, p in enumerate(picks, 1) if p == 2] == [every, every + 1, 2 * every]
 
 
 def test_setting_chooser_follows_the_load():
-    chooser = runtime.SettingChooser([0, 2])
+    chooser = executor.SettingChooser([0, 2])
     drive(chooser, {0: 1.0, 2: 3.0}, 4)
     picks = drive(chooser, {0: 2.0, 2: 1.5}, 6)  # the default slowed down
     assert picks[:3] == [0, 2, 2] and picks[-1] == 2
-    picks = drive(chooser, {0: 1.0, 2: 1.5}, 3 * runtime.PROBE_EVERY)
+    picks = drive(chooser, {0: 1.0, 2: 1.5}, 3 * executor.PROBE_EVERY)
     assert picks[-1] == 0
 
 
 def test_scratch_is_kept_per_name_and_thread():
-    rt = Runtime()
+    rt = Executor()
     a = rt.scratch("a", (4, 5))
     assert np.shares_memory(rt.scratch("a", (2, 3)), a)
     assert not np.shares_memory(rt.scratch("b", (4, 5)), a)
@@ -83,7 +83,7 @@ def test_scratch_is_kept_per_name_and_thread():
 
 
 def test_bordered_buffer_keeps_its_border():
-    rt = Runtime()
+    rt = Executor()
     buf, clean = rt.bordered(("k",), (2, 4, 4), -1.0)
     assert clean and (buf == -1).all()
     buf[:, 1:3, 1:3] = 7
@@ -244,6 +244,6 @@ def test_conv_blocks_match_onnxruntime(x_shape, w_shape, attrs, threads, rows_mi
     x, w, b = rand(*x_shape), rand(*w_shape), rand(w_shape[0])
     attrs = dict(kernel_shape=list(w_shape[2:]), **attrs)
     ref = run_ort("Conv", [x, w, b], attrs)[0]
-    with Runtime(threads=threads, min_shard_work=0).active():
+    with Executor(threads=threads, min_shard_work=0).active():
         ours = run_kernel(top.ConvOp, [x, w, b], dict(attrs, do_relu=True))
     assert_close(ours, np.maximum(ref, 0))

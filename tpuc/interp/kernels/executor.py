@@ -25,8 +25,8 @@ instead times the runs and keeps whichever setting has been faster lately,
 trying the other one now and then (the load of a shared machine changes),
 for callers that prefer speed to reproducible float sums.
 
-Kernels call `current()`; outside `Runtime.active()` (kernel unit tests, a
-single kernel call) that is a sequential runtime that leaves BLAS threading
+Kernels call `current()`; outside `Executor.active()` (kernel unit tests, a
+single kernel call) that is a sequential executor that leaves BLAS threading
 alone and allocates fresh memory, so kernels behave as plain numpy code.
 """
 
@@ -56,11 +56,11 @@ BORDERED_BYTES = 16 << 20
 # With the thread setting chosen automatically, every this many runs use the
 # setting that is not the current favourite, to notice a change of load.
 PROBE_EVERY = 16
-# `Runtime(threads=AUTO)`: the thread setting chosen run by run, by speed.
+# `Executor(threads=AUTO)`: the thread setting chosen run by run, by speed.
 AUTO = -1
 
 
-class Runtime:
+class Executor:
     """Threads, scratch buffers, recycled memory and plans of one interpreter.
 
     `threads`: None uses as many kernel threads as BLAS has (see the module
@@ -83,8 +83,8 @@ class Runtime:
         self._memo: dict = {}
 
     @contextmanager
-    def active(self) -> Iterator[Runtime]:
-        """Make this the runtime kernels see for one run (re-entrant)."""
+    def active(self) -> Iterator[Executor]:
+        """Make this the executor kernels see for one run (re-entrant)."""
         if self._depth:
             self._depth += 1
             try:
@@ -223,8 +223,8 @@ class Runtime:
         return self._pool
 
 
-class _Sequential(Runtime):
-    """The runtime outside any interpreter: one thread, fresh memory."""
+class _Sequential(Executor):
+    """The executor outside any interpreter: one thread, fresh memory."""
 
     def __init__(self):
         super().__init__(threads=0)
@@ -243,18 +243,18 @@ class _Sequential(Runtime):
 SEQUENTIAL = _Sequential()
 
 
-class _ActiveRuntime(threading.local):
-    """The runtimes of the current thread's interpreter runs (a stack)."""
+class _ActiveExecutor(threading.local):
+    """The executors of the current thread's interpreter runs (a stack)."""
 
     def __init__(self):
-        self.stack: list[Runtime] = []
+        self.stack: list[Executor] = []
 
 
-_ACTIVE = _ActiveRuntime()
+_ACTIVE = _ActiveExecutor()
 
 
-def current() -> Runtime:
-    """The active runtime (worker threads see the one their shard came from
+def current() -> Executor:
+    """The active executor (worker threads see the one their shard came from
     through the closure, not through this)."""
     stack = _ACTIVE.stack
     return stack[-1] if stack else SEQUENTIAL
