@@ -24,6 +24,14 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
+from tpuc.dialects.traits import (
+    F32Operands,
+    F32Results,
+    FusesRelu,
+    IndexOperands,
+    Untuned,
+    ValueMove,
+)
 
 # --- data movement ----------------------------------------------------------------
 
@@ -31,6 +39,7 @@ from tpuc.dialects.top.base import (
 @irdl_op_definition
 class ConcatOp(VariadicOp):
     name = "top.Concat"
+    traits = traits_def(FusesRelu())
     axis = integer(1)
 
 
@@ -44,7 +53,7 @@ class SplitOp(TensorOp):
     outputs = var_result_def(AnyTensor)
     axis = integer(0)
     split_size = ints()
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ValueMove())
 
 
 @irdl_op_definition
@@ -52,6 +61,7 @@ class SliceOp(UnaryOp):
     """input[offset:ends:steps] on every axis (negative steps allowed)."""
 
     name = "top.Slice"
+    traits = traits_def(ValueMove())
     offset = ints()
     ends = ints()
     steps = ints()
@@ -62,6 +72,7 @@ class ReshapeOp(UnaryOp):
     """`shape` may hold one -1; otherwise it is the output shape."""
 
     name = "top.Reshape"
+    traits = traits_def(ValueMove())
     shape = ints()
 
 
@@ -70,6 +81,7 @@ class FlattenOp(UnaryOp):
     """Merge dims [start_dim, end_dim] into one."""
 
     name = "top.Flatten"
+    traits = traits_def(ValueMove())
     start_dim = integer(1)
     end_dim = integer(-1)
 
@@ -77,18 +89,21 @@ class FlattenOp(UnaryOp):
 @irdl_op_definition
 class SqueezeOp(UnaryOp):
     name = "top.Squeeze"
+    traits = traits_def(ValueMove())
     axes = ints()
 
 
 @irdl_op_definition
 class UnsqueezeOp(UnaryOp):
     name = "top.Unsqueeze"
+    traits = traits_def(ValueMove())
     axes = ints()
 
 
 @irdl_op_definition
 class PermuteOp(UnaryOp):
     name = "top.Permute"
+    traits = traits_def(ValueMove())
     order = ints()
 
 
@@ -98,6 +113,7 @@ class Depth2SpaceOp(UnaryOp):
     ONNX's CRD channel order over DCR."""
 
     name = "top.Depth2Space"
+    traits = traits_def(ValueMove())
     block_h = integer(1)
     block_w = integer(1)
     is_CRD = flag()
@@ -119,6 +135,7 @@ class UpsampleOp(UnaryOp):
     """Nearest upsampling of the last two dims by integer factors."""
 
     name = "top.Upsample"
+    traits = traits_def(ValueMove())
     scale_h = integer(1)
     scale_w = integer(1)
 
@@ -144,6 +161,7 @@ class InterpOp(UnaryOp):
 @irdl_op_definition
 class TileOp(UnaryOp):
     name = "top.Tile"
+    traits = traits_def(ValueMove())
     tile = ints()
 
 
@@ -152,6 +170,7 @@ class ExpandOp(UnaryOp):
     """Broadcast to `shape` (numpy rules, as ONNX Expand)."""
 
     name = "top.Expand"
+    traits = traits_def(ValueMove())
     shape = ints()
 
 
@@ -164,7 +183,7 @@ class GatherOp(TensorOp):
     indices = operand_def(AnyTensor)
     output = result_def(AnyTensor)
     axis = integer(0)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), F32Operands(1), IndexOperands(1))
 
 
 @irdl_op_definition
@@ -201,6 +220,7 @@ class ArgOp(UnaryOp):
     """mode: ArgMax or ArgMin; indices as float32."""
 
     name = "top.Arg"
+    traits = traits_def(F32Results(0), Untuned())
     axis = integer(0)
     keepdims = flag(True)
     mode = text("ArgMax")
@@ -219,4 +239,4 @@ class TopKOp(TensorOp):
     K = integer(1)
     largest = flag(True)
     sorted = flag(True)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), F32Results(1), Untuned())

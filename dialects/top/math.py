@@ -22,6 +22,7 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
+from tpuc.dialects.traits import ElementwiseUnary, F32Operands, FusesRelu, IndexOperands, Untuned
 
 # --- elementwise arithmetic (numpy broadcasting) ---------------------------------
 
@@ -31,12 +32,14 @@ class AddOp(VariadicOp):
     """Sum of the inputs, each times `coeff[i]` when given."""
 
     name = "top.Add"
+    traits = traits_def(FusesRelu())
     coeff = ints()
 
 
 @irdl_op_definition
 class MulOp(VariadicOp):
     name = "top.Mul"
+    traits = traits_def(FusesRelu())
 
 
 @irdl_op_definition
@@ -52,6 +55,7 @@ class MinOp(VariadicOp):
 @irdl_op_definition
 class SubOp(BinaryOp):
     name = "top.Sub"
+    traits = traits_def(FusesRelu())
     do_relu = flag()
     relu_limit = real(-1.0)
 
@@ -74,12 +78,14 @@ class CompareOp(BinaryOp):
     Greater, GreaterOrEqual, Less, LessOrEqual, And, Or, Xor."""
 
     name = "top.Compare"
+    traits = traits_def(Untuned())
     mode = text()
 
 
 @irdl_op_definition
 class AddConstOp(UnaryOp):
     name = "top.AddConst"
+    traits = traits_def(ElementwiseUnary(), FusesRelu())
     const_val = real(0.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -90,6 +96,7 @@ class SubConstOp(UnaryOp):
     """input - c, or c - input when `is_reverse`."""
 
     name = "top.SubConst"
+    traits = traits_def(ElementwiseUnary())
     const_val = real(0.0)
     is_reverse = flag()
 
@@ -97,6 +104,7 @@ class SubConstOp(UnaryOp):
 @irdl_op_definition
 class MulConstOp(UnaryOp):
     name = "top.MulConst"
+    traits = traits_def(ElementwiseUnary(), FusesRelu())
     const_val = real(1.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -107,6 +115,7 @@ class CompareConstOp(UnaryOp):
     """`input mode c`, or `c mode input` when `inversed`."""
 
     name = "top.CompareConst"
+    traits = traits_def(ElementwiseUnary(), Untuned())
     mode = text()
     const_val = real(0.0)
     inversed = flag()
@@ -121,7 +130,7 @@ class WhereOp(TensorOp):
     tbrn = operand_def(AnyTensor)
     fbrn = operand_def(AnyTensor)
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IndexOperands(0))
 
 
 @irdl_op_definition
@@ -133,7 +142,7 @@ class ScaleOp(ReluFusedOp):
     scale = operand_def(AnyTensor)
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FusesRelu(), F32Operands(2))
 
 
 # --- activations ------------------------------------------------------------------
@@ -142,12 +151,14 @@ class ScaleOp(ReluFusedOp):
 @irdl_op_definition
 class ReluOp(UnaryOp):
     name = "top.Relu"
+    traits = traits_def(ElementwiseUnary())
     relu_limit = real(-1.0)
 
 
 @irdl_op_definition
 class LeakyReluOp(UnaryOp):
     name = "top.LeakyRelu"
+    traits = traits_def(ElementwiseUnary())
     alpha = real(0.01)
 
 
@@ -167,6 +178,7 @@ class SigmoidOp(UnaryOp):
     """scale * sigmoid(x) + bias (log: log of it)."""
 
     name = "top.Sigmoid"
+    traits = traits_def(ElementwiseUnary())
     scale = real(1.0)
     bias = real(0.0)
     log = flag()
@@ -175,6 +187,7 @@ class SigmoidOp(UnaryOp):
 @irdl_op_definition
 class SiLUOp(UnaryOp):
     name = "top.SiLU"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
@@ -182,12 +195,14 @@ class GELUOp(UnaryOp):
     """approx_mode: "normal" (erf) or "tanh"."""
 
     name = "top.GELU"
+    traits = traits_def(ElementwiseUnary())
     approx_mode = text("normal")
 
 
 @irdl_op_definition
 class HardSigmoidOp(UnaryOp):
     name = "top.HardSigmoid"
+    traits = traits_def(ElementwiseUnary())
     alpha = real(0.2)
     beta = real(0.5)
 
@@ -195,47 +210,56 @@ class HardSigmoidOp(UnaryOp):
 @irdl_op_definition
 class HardSwishOp(UnaryOp):
     name = "top.HardSwish"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class MishOp(UnaryOp):
     name = "top.Mish"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class EluOp(UnaryOp):
     name = "top.Elu"
+    traits = traits_def(ElementwiseUnary())
     alpha = real(1.0)
 
 
 @irdl_op_definition
 class SoftplusOp(UnaryOp):
     name = "top.Softplus"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class TanhOp(UnaryOp):
     name = "top.Tanh"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class ExpOp(UnaryOp):
     name = "top.Exp"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class LogOp(UnaryOp):
     name = "top.Log"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class SqrtOp(UnaryOp):
     name = "top.Sqrt"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class RsqrtOp(UnaryOp):
     name = "top.Rsqrt"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
@@ -243,6 +267,7 @@ class ReciprocalOp(UnaryOp):
     """const_val / input."""
 
     name = "top.Reciprocal"
+    traits = traits_def(ElementwiseUnary())
     const_val = real(1.0)
 
 
@@ -251,27 +276,32 @@ class PowOp(UnaryOp):
     """input ** exponent, a constant exponent."""
 
     name = "top.Pow"
+    traits = traits_def(ElementwiseUnary())
     exponent = real(1.0)
 
 
 @irdl_op_definition
 class ErfOp(UnaryOp):
     name = "top.Erf"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class AbsOp(UnaryOp):
     name = "top.Abs"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class FloorOp(UnaryOp):
     name = "top.Floor"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class CeilOp(UnaryOp):
     name = "top.Ceil"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
@@ -279,21 +309,25 @@ class RoundOp(UnaryOp):
     """Round half to even, as ONNX Round."""
 
     name = "top.Round"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class SinOp(UnaryOp):
     name = "top.Sin"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class CosOp(UnaryOp):
     name = "top.Cos"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
 class SignOp(UnaryOp):
     name = "top.Sign"
+    traits = traits_def(ElementwiseUnary())
 
 
 @irdl_op_definition
@@ -301,11 +335,13 @@ class NotOp(UnaryOp):
     """Logical not: 1.0 where input == 0."""
 
     name = "top.Not"
+    traits = traits_def(ElementwiseUnary(), Untuned())
 
 
 @irdl_op_definition
 class ClipOp(UnaryOp):
     name = "top.Clip"
+    traits = traits_def(ElementwiseUnary())
     min = real()
     max = real()
 

@@ -25,6 +25,7 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
+from tpuc.dialects.traits import F32Operands, FusesRelu, Leaf, Untuned, WeightAxes
 
 # --- graph boundary -------------------------------------------------------------
 
@@ -34,6 +35,7 @@ class InputOp(UnaryOp):
     """A network input, with the preprocessing that produced it."""
 
     name = "top.Input"
+    traits = traits_def(Leaf(), Untuned())
     channel_format = text()
     pixel_format = text()
     resize_dims = ints()
@@ -48,7 +50,7 @@ class WeightOp(TensorOp):
 
     name = "top.Weight"
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Leaf())
 
 
 @irdl_op_definition
@@ -57,7 +59,7 @@ class NoneOp(IRDLOperation):
 
     name = "top.None"
     output = result_def(NoneType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Leaf())
 
 
 # --- convolution, matmul, pooling -----------------------------------------------
@@ -81,6 +83,7 @@ class ConvOp(ConvLikeOp):
     """N-d convolution; filter is [oc, ic/group, *kernel]."""
 
     name = "top.Conv"
+    traits = traits_def(FusesRelu(), F32Operands(2), WeightAxes({1: 0}))
 
 
 @irdl_op_definition
@@ -88,6 +91,7 @@ class DeconvOp(ConvLikeOp):
     """Transposed convolution; filter is [ic, oc/group, *kernel]."""
 
     name = "top.Deconv"
+    traits = traits_def(FusesRelu(), F32Operands(2), WeightAxes({1: None}))
     output_padding = ints()
 
 
@@ -102,7 +106,7 @@ class MatMulOp(ReluFusedOp):
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     right_transpose = flag()
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FusesRelu(), F32Operands(2), WeightAxes({1: None}))
 
 
 class PoolOp(ReluFusedOp):
@@ -118,11 +122,13 @@ class PoolOp(ReluFusedOp):
 @irdl_op_definition
 class MaxPoolOp(PoolOp):
     name = "top.MaxPool"
+    traits = traits_def(FusesRelu())
 
 
 @irdl_op_definition
 class AvgPoolOp(PoolOp):
     name = "top.AvgPool"
+    traits = traits_def(FusesRelu())
     count_include_pad = flag()
 
 
@@ -139,7 +145,7 @@ class BatchNormOp(ReluFusedOp):
     beta = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     epsilon = real(1e-5)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FusesRelu())
 
 
 class AffineNormOp(TensorOp):

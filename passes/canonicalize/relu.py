@@ -13,23 +13,10 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
+from tpuc.dialects.traits import FusesRelu, with_trait
 from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
 
-FUSES_RELU: tuple[type[TensorOp], ...] = (
-    top.ConvOp,
-    top.DeconvOp,
-    top.MatMulOp,
-    top.AddOp,
-    top.SubOp,
-    top.MulOp,
-    top.AddConstOp,
-    top.MulConstOp,
-    top.ScaleOp,
-    top.BatchNormOp,
-    top.ConcatOp,
-    top.MaxPoolOp,
-    top.AvgPoolOp,
-)
+FUSES_RELU = with_trait(top.TOP_OPS, FusesRelu)
 """Ops whose kernels apply `do_relu`/`relu_limit` to their output."""
 
 RELU_LIMIT: dict[type[TensorOp], Callable[[TensorOp], float | None]] = {}

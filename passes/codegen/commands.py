@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import from_attr, shape_of
+from tpuc.dialects.traits import InPlaceView, with_trait
 from tpuc.errors import TpucError
 from tpuc.interp.tpu_kernels.registry import element_of, kind_of
 from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
@@ -40,7 +41,8 @@ from tpuc.passes.address_assign import address_of
 SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
 """Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
 
-RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)
+RESHAPES = with_trait(tpu.TPU_OPS, InPlaceView)
+"""Reshapes address-assign may keep in place (a copy when it could not)."""
 
 
 def address(value: SSAValue) -> int:
