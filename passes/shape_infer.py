@@ -21,9 +21,16 @@ from tpuc.dialects import top
 from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.errors import TpucError
 from tpuc.passes import shape_rules_data, shape_rules_nn  # noqa: F401  (they register rules)
-from tpuc.passes.shape_rules import SHAPE_RULES, Shape, ShapeError, fmt, shape_rule
+from tpuc.passes.shape_rules import SHAPE_RULES, Shape, ShapeError, ShapeRule, fmt, shape_rule
 
-__all__ = ["SHAPE_RULES", "ShapeError", "ShapeInferPass", "infer_op_shapes", "shape_rule"]
+__all__ = [
+    "SHAPE_RULES",
+    "ShapeError",
+    "ShapeInferPass",
+    "infer_op_shapes",
+    "shape_rule",
+    "shape_rule_of",
+]
 
 
 def describe(op: Operation) -> str:
@@ -70,13 +77,18 @@ def set_type(value: SSAValue, new_type: Attribute) -> None:
     value._type = new_type  # pyright: ignore[reportPrivateUsage]
 
 
+def shape_rule_of(op_class: type[Operation]) -> ShapeRule | None:
+    """The shape rule of an op class (None: its results keep their types)."""
+    return SHAPE_RULES.get(op_class)
+
+
 def infer_op_shapes(op: Operation) -> None:
     """Set the result types of `op` from its operand shapes.
 
     Ops without a rule (top.Weight, top.None, non-TOP ops) and ops with an
     operand of unknown shape keep their result types. Raises TpucError
     when the operands or attributes do not fit together."""
-    rule = SHAPE_RULES.get(type(op))
+    rule = shape_rule_of(type(op))
     if rule is None:
         return
     shapes = operand_shapes(op)

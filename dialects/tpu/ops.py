@@ -339,3 +339,16 @@ MIRRORS: dict[type, type] = {
     trait.source: cls for cls in TPU_OPS if (trait := cls.get_trait(Mirrors)) is not None
 }
 """TOP op class -> the TPU op class with the same operands and attributes."""
+
+
+def float_forms(top_class: type) -> tuple[type[TensorOp], ...]:
+    """The TPU ops that declare themselves the float form of a TOP op class
+    (their `Mirrors` or `FloatFormOf` trait)."""
+    forms = []
+    for cls in TPU_OPS:
+        mirror, formed = cls.get_trait(Mirrors), cls.get_trait(FloatFormOf)
+        if (mirror is not None and mirror.source is top_class) or (
+            formed is not None and top_class in formed.sources
+        ):
+            forms.append(cls)
+    return tuple(forms)

@@ -89,9 +89,15 @@ def op_params(op: Operation, merged: bool) -> dict:
     return params
 
 
+def opcode_of(op_class: type[Operation]) -> int | None:
+    """The opcode of the one command an op of this class becomes (None:
+    tpuc's instruction set has none, codegen cannot emit it)."""
+    return OP_CODES.get(op_class.name)
+
+
 def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Command:
     """One compute command for the op (CPU subnets use the same layout)."""
-    code = OP_CODES.get(op.name)
+    code = opcode_of(type(op))
     if code is None:
         raise TpucError(f"{op.name} '{_name(op)}' has no command in tpuc's instruction set")
     merged = bool(op.attributes.get("coeff_merged"))

@@ -24,7 +24,7 @@ from tpuc.dialects.quant import CalibratedQuantizedType
 from tpuc.dialects.traits import Leaf
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.passes.lowering.context import Lowering, LoweringState, element_of, type_tag
-from tpuc.passes.lowering.registry import PREPARERS, Rule, find_rule
+from tpuc.passes.lowering.registry import PREPARERS, Rule, fallback_mode, find_rule
 from tpuc.passes.shape_infer import set_type
 
 
@@ -41,8 +41,9 @@ def op_modes(
         mode = qtable.get(op.names[0], default)
         chip.check_mode(mode)
         rule = find_rule(op, mode, chip)
-        if rule is None and mode == "INT8":
-            mode = chip.float_fallback
+        fallback = fallback_mode(mode, chip)
+        if rule is None and fallback is not None:
+            mode = fallback
             rule = find_rule(op, mode, chip)
         if rule is None:
             unsupported.setdefault(op.name, []).append(op.names[0])

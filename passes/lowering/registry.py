@@ -60,17 +60,33 @@ def preparer(fn: Preparer) -> Preparer:
     return fn
 
 
-def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
-    """The chip family's rule if there is one, else the generic rule; None
-    when neither exists or accepts `op`."""
+def registered_rule(
+    op_class: type[Operation], mode: str, chip: Chip
+) -> tuple[Rule, Applies | None] | None:
+    """The chip family's (rule, when) for ops of `op_class` if there is one,
+    else the generic one; None when neither is registered."""
     _load_rules()
     for family in (chip.family, None):
-        entry = RULES.get((type(op), mode, family))
-        if entry is None:
-            continue
-        rule, applies = entry
-        return rule if applies is None or applies(op) else None
+        entry = RULES.get((op_class, mode, family))
+        if entry is not None:
+            return entry
     return None
+
+
+def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
+    """The rule `registered_rule` finds for `op`, None when there is none
+    or its `when` does not accept `op`."""
+    entry = registered_rule(type(op), mode, chip)
+    if entry is None:
+        return None
+    rule, applies = entry
+    return rule if applies is None or applies(op) else None
+
+
+def fallback_mode(mode: str, chip: Chip) -> str | None:
+    """The mode an op runs in when it has no rule for `mode`: INT8 falls
+    back to the chip's float mode; float modes have no fallback."""
+    return chip.float_fallback if mode == "INT8" else None
 
 
 _LOADED = False
@@ -98,4 +114,13 @@ RULE_MODULES = [
 ]
 """Modules whose import registers lowering rules."""
 
-__all__ = ["PREPARERS", "RULES", "Rule", "find_rule", "lowering", "preparer"]
+__all__ = [
+    "PREPARERS",
+    "RULES",
+    "Rule",
+    "fallback_mode",
+    "find_rule",
+    "lowering",
+    "preparer",
+    "registered_rule",
+]
