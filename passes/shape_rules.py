@@ -17,27 +17,22 @@ from typing import Any, TypeAlias
 from xdsl.ir import Operation
 
 from tpuc.dialects import top
+from tpuc.registry import Registry
 
 Shape: TypeAlias = tuple[int, ...]
 Shapes: TypeAlias = tuple[Shape | None, ...]
 ShapeRule: TypeAlias = Callable[[Any, Shapes], list[Shape]]
 
-SHAPE_RULES: dict[type[Operation], ShapeRule] = {}
+SHAPE_RULES: Registry[type[Operation], ShapeRule] = Registry("shape rules")
 
 
 class ShapeError(Exception):
     """Operands or attributes an op cannot have; the message says why."""
 
 
-def shape_rule(*op_types: type[Operation]) -> Callable[[ShapeRule], ShapeRule]:
+def shape_rule(*op_types: type[Operation], priority: int = 0) -> Callable[[ShapeRule], ShapeRule]:
     """Register the decorated function as the shape rule of `op_types`."""
-
-    def register(rule: ShapeRule) -> ShapeRule:
-        for op_type in op_types:
-            SHAPE_RULES[op_type] = rule
-        return rule
-
-    return register
+    return SHAPE_RULES.register(*op_types, priority=priority)
 
 
 # --- helpers shared by the rule modules ------------------------------------------

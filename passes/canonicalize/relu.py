@@ -15,20 +15,17 @@ from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.traits import FusesRelu, with_trait
 from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
+from tpuc.registry import Registry
 
 FUSES_RELU = with_trait(top.TOP_OPS, FusesRelu)
 """Ops whose kernels apply `do_relu`/`relu_limit` to their output."""
 
-RELU_LIMIT: dict[type[TensorOp], Callable[[TensorOp], float | None]] = {}
+RELU_LIMIT: Registry[type[TensorOp], Callable[[TensorOp], float | None]] = Registry("relu limit")
 """Op class -> the ReLU upper limit it amounts to (None: not a ReLU)."""
 
 
-def relu_limit_of(kind: type[TensorOp]):
-    def register(fn: Callable[[TensorOp], float | None]):
-        RELU_LIMIT[kind] = fn
-        return fn
-
-    return register
+def relu_limit_of(kind: type[TensorOp], priority: int = 0):
+    return RELU_LIMIT.register(kind, priority=priority)
 
 
 @relu_limit_of(top.ReluOp)

@@ -12,19 +12,18 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.passes.canonicalize.common import producer, set_operand
+from tpuc.registry import Registry
 
 Shape = tuple[int, ...]
 
-RESHAPE_RULES: dict[type[TensorOp], Callable[[TensorOp, Shape], Shape]] = {}
+RESHAPE_RULES: Registry[type[TensorOp], Callable[[TensorOp, Shape], Shape]] = Registry(
+    "reshape rules"
+)
 """Op class -> its result shape given the input shape."""
 
 
-def reshape_rule(kind: type[TensorOp]):
-    def register(fn: Callable[[TensorOp, Shape], Shape]):
-        RESHAPE_RULES[kind] = fn
-        return fn
-
-    return register
+def reshape_rule(kind: type[TensorOp], priority: int = 0):
+    return RESHAPE_RULES.register(kind, priority=priority)
 
 
 def _axes(axes: Sequence[int] | None, rank: int) -> list[int]:

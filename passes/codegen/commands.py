@@ -37,6 +37,7 @@ from tpuc.isa.records import (
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
 from tpuc.passes.address_assign import address_of
+from tpuc.registry import Registry
 
 SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
 """Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
@@ -144,16 +145,12 @@ def copy_command(src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command
 # --- data movement as DMA -------------------------------------------------------------
 
 CopyRule = Callable[[Operation, int], list[Command] | None]
-COPY_RULES: dict[type[Operation], CopyRule] = {}
+COPY_RULES: Registry[type[Operation], CopyRule] = Registry("copy rules")
 
 
-def copy_rule(*classes: type[Operation]):
-    def register(fn: CopyRule) -> CopyRule:
-        for cls in classes:
-            COPY_RULES[cls] = fn
-        return fn
-
-    return register
+def copy_rule(*classes: type[Operation], priority: int = 0) -> Callable[[CopyRule], CopyRule]:
+    """Register a DMA form of each op class (it may decline: None)."""
+    return COPY_RULES.register(*classes, priority=priority)
 
 
 def _same_type(op: Operation) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation
 
 from tpuc.chips import Chip
+from tpuc.registry import Registry
 
 if TYPE_CHECKING:
     from tpuc.passes.lowering.context import Lowering
@@ -26,7 +27,9 @@ Applies = Callable[[Operation], bool]
 """Whether a rule can lower this particular op (e.g. AvgPool only when every
 window has the same size); when it cannot, INT8 falls back to float."""
 
-RULES: dict[tuple[type[Operation], str, str | None], tuple[Rule, Applies | None]] = {}
+RULES: Registry[tuple[type[Operation], str, str | None], tuple[Rule, Applies | None]] = Registry(
+    "lowering rules"
+)
 
 
 def lowering(
@@ -34,6 +37,7 @@ def lowering(
     modes: Iterable[str],
     family: str | None = None,
     when: Applies | None = None,
+    priority: int = 0,
 ) -> Callable[[Rule], Rule]:
     """Register `fn` as the rule of each op class in each mode (for every
     chip, or only for chips of `family`), for the ops `when` accepts."""
@@ -42,7 +46,7 @@ def lowering(
     def register(fn: Rule) -> Rule:
         for cls in op_classes:
             for mode in modes:
-                RULES[(cls, mode, family)] = (fn, when)
+                RULES.add((cls, mode, family), (fn, when), priority)
         return fn
 
     return register
