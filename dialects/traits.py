@@ -13,8 +13,9 @@ Marker traits carry no parameters; parameter traits are frozen dataclasses
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.ir import Operation
 from xdsl.traits import OpTrait
@@ -122,3 +123,11 @@ class FloatFormOf(OpTrait):
 def with_trait(ops: Iterable[type[Operation]], trait: type[OpTrait]) -> tuple[type[Operation], ...]:
     """The op classes of `ops` that declare `trait`, in the order of `ops`."""
     return tuple(cls for cls in ops if cls.has_trait(trait))
+
+
+@dataclass(frozen=True)
+class HasShapeRule(OpTrait):
+    """The op's result shapes follow from its operand shapes by `rule`
+    (`rule(op, operand_shapes) -> result_shapes`, see top/shape_rules.py)."""
+
+    rule: Callable[[Any, tuple[tuple[int, ...] | None, ...]], list[tuple[int, ...]]]

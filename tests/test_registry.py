@@ -28,7 +28,9 @@ def test_the_highest_priority_wins_whatever_the_order():
 def test_an_accidental_duplicate_raises_and_names_both():
     rules = Registry[str, object]("rules")
     rules.register("a")(low)
-    with pytest.raises(DuplicateEntryError, match=r"rules: .a. is registered twice .*\(low and high\)"):
+    with pytest.raises(
+        DuplicateEntryError, match=r"rules: .a. is registered twice .*\(low and high\)"
+    ):
         rules.register("a")(high)
 
 

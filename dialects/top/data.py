@@ -15,6 +15,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tpuc.dialects.base import AnyTensor, TensorOp
+from tpuc.dialects.top import shape_rules_data
 from tpuc.dialects.top.base import (
     UnaryOp,
     VariadicOp,
@@ -28,6 +29,7 @@ from tpuc.dialects.traits import (
     F32Operands,
     F32Results,
     FusesRelu,
+    HasShapeRule,
     IndexOperands,
     Untuned,
     ValueMove,
@@ -39,7 +41,7 @@ from tpuc.dialects.traits import (
 @irdl_op_definition
 class ConcatOp(VariadicOp):
     name = "top.Concat"
-    traits = traits_def(FusesRelu())
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_data.concat))
     axis = integer(1)
 
 
@@ -53,7 +55,7 @@ class SplitOp(TensorOp):
     outputs = var_result_def(AnyTensor)
     axis = integer(0)
     split_size = ints()
-    traits = traits_def(Pure(), ValueMove())
+    traits = traits_def(Pure(), ValueMove(), HasShapeRule(shape_rules_data.split))
 
 
 @irdl_op_definition
@@ -61,7 +63,7 @@ class SliceOp(UnaryOp):
     """input[offset:ends:steps] on every axis (negative steps allowed)."""
 
     name = "top.Slice"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.slice_))
     offset = ints()
     ends = ints()
     steps = ints()
@@ -72,7 +74,7 @@ class ReshapeOp(UnaryOp):
     """`shape` may hold one -1; otherwise it is the output shape."""
 
     name = "top.Reshape"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.reshape))
     shape = ints()
 
 
@@ -81,7 +83,7 @@ class FlattenOp(UnaryOp):
     """Merge dims [start_dim, end_dim] into one."""
 
     name = "top.Flatten"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.flatten))
     start_dim = integer(1)
     end_dim = integer(-1)
 
@@ -89,21 +91,21 @@ class FlattenOp(UnaryOp):
 @irdl_op_definition
 class SqueezeOp(UnaryOp):
     name = "top.Squeeze"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.squeeze))
     axes = ints()
 
 
 @irdl_op_definition
 class UnsqueezeOp(UnaryOp):
     name = "top.Unsqueeze"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.unsqueeze))
     axes = ints()
 
 
 @irdl_op_definition
 class PermuteOp(UnaryOp):
     name = "top.Permute"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.permute))
     order = ints()
 
 
@@ -113,7 +115,7 @@ class Depth2SpaceOp(UnaryOp):
     ONNX's CRD channel order over DCR."""
 
     name = "top.Depth2Space"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.depth2space))
     block_h = integer(1)
     block_w = integer(1)
     is_CRD = flag()
@@ -125,6 +127,7 @@ class PadOp(UnaryOp):
     """mode: "constant", "reflect" or "edge"."""
 
     name = "top.Pad"
+    traits = traits_def(HasShapeRule(shape_rules_data.pad))
     paddings = ints()
     mode = text("constant")
     val = real(0.0)
@@ -135,7 +138,7 @@ class UpsampleOp(UnaryOp):
     """Nearest upsampling of the last two dims by integer factors."""
 
     name = "top.Upsample"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.upsample))
     scale_h = integer(1)
     scale_w = integer(1)
 
@@ -149,6 +152,7 @@ class InterpOp(UnaryOp):
     factors an ONNX model gave: they, not out/in, map the coordinates."""
 
     name = "top.Interp"
+    traits = traits_def(HasShapeRule(shape_rules_data.interp))
     target_shape = ints()
     scales = ints()
     mode = text("nearest")
@@ -161,7 +165,7 @@ class InterpOp(UnaryOp):
 @irdl_op_definition
 class TileOp(UnaryOp):
     name = "top.Tile"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.tile))
     tile = ints()
 
 
@@ -170,7 +174,7 @@ class ExpandOp(UnaryOp):
     """Broadcast to `shape` (numpy rules, as ONNX Expand)."""
 
     name = "top.Expand"
-    traits = traits_def(ValueMove())
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.expand))
     shape = ints()
 
 
@@ -183,7 +187,9 @@ class GatherOp(TensorOp):
     indices = operand_def(AnyTensor)
     output = result_def(AnyTensor)
     axis = integer(0)
-    traits = traits_def(Pure(), F32Operands(1), IndexOperands(1))
+    traits = traits_def(
+        Pure(), F32Operands(1), IndexOperands(1), HasShapeRule(shape_rules_data.gather)
+    )
 
 
 @irdl_op_definition
@@ -191,6 +197,7 @@ class ReduceOp(UnaryOp):
     """A reduction over `axes`; `mode` is one of MODES (ONNX's names)."""
 
     name = "top.Reduce"
+    traits = traits_def(HasShapeRule(shape_rules_data.reduce))
     axes = ints()
     keepdims = flag(True)
     mode = text("ReduceMean")
@@ -220,7 +227,7 @@ class ArgOp(UnaryOp):
     """mode: ArgMax or ArgMin; indices as float32."""
 
     name = "top.Arg"
-    traits = traits_def(F32Results(0), Untuned())
+    traits = traits_def(F32Results(0), Untuned(), HasShapeRule(shape_rules_data.arg))
     axis = integer(0)
     keepdims = flag(True)
     mode = text("ArgMax")
@@ -239,4 +246,4 @@ class TopKOp(TensorOp):
     K = integer(1)
     largest = flag(True)
     sorted = flag(True)
-    traits = traits_def(Pure(), F32Results(1), Untuned())
+    traits = traits_def(Pure(), F32Results(1), Untuned(), HasShapeRule(shape_rules_data.topk))

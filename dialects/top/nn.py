@@ -16,6 +16,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
+from tpuc.dialects.top import shape_rules, shape_rules_nn
 from tpuc.dialects.top.base import (
     ReluFusedOp,
     UnaryOp,
@@ -25,7 +26,7 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
-from tpuc.dialects.traits import F32Operands, FusesRelu, Leaf, Untuned, WeightAxes
+from tpuc.dialects.traits import F32Operands, FusesRelu, HasShapeRule, Leaf, Untuned, WeightAxes
 
 # --- graph boundary -------------------------------------------------------------
 
@@ -35,7 +36,7 @@ class InputOp(UnaryOp):
     """A network input, with the preprocessing that produced it."""
 
     name = "top.Input"
-    traits = traits_def(Leaf(), Untuned())
+    traits = traits_def(Leaf(), Untuned(), HasShapeRule(shape_rules.same_shape))
     channel_format = text()
     pixel_format = text()
     resize_dims = ints()
@@ -83,7 +84,9 @@ class ConvOp(ConvLikeOp):
     """N-d convolution; filter is [oc, ic/group, *kernel]."""
 
     name = "top.Conv"
-    traits = traits_def(FusesRelu(), F32Operands(2), WeightAxes({1: 0}))
+    traits = traits_def(
+        FusesRelu(), F32Operands(2), WeightAxes({1: 0}), HasShapeRule(shape_rules_nn.conv)
+    )
 
 
 @irdl_op_definition
@@ -91,7 +94,9 @@ class DeconvOp(ConvLikeOp):
     """Transposed convolution; filter is [ic, oc/group, *kernel]."""
 
     name = "top.Deconv"
-    traits = traits_def(FusesRelu(), F32Operands(2), WeightAxes({1: None}))
+    traits = traits_def(
+        FusesRelu(), F32Operands(2), WeightAxes({1: None}), HasShapeRule(shape_rules_nn.deconv)
+    )
     output_padding = ints()
 
 
@@ -106,7 +111,13 @@ class MatMulOp(ReluFusedOp):
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     right_transpose = flag()
-    traits = traits_def(Pure(), FusesRelu(), F32Operands(2), WeightAxes({1: None}))
+    traits = traits_def(
+        Pure(),
+        FusesRelu(),
+        F32Operands(2),
+        WeightAxes({1: None}),
+        HasShapeRule(shape_rules_nn.matmul),
+    )
 
 
 class PoolOp(ReluFusedOp):
@@ -122,13 +133,13 @@ class PoolOp(ReluFusedOp):
 @irdl_op_definition
 class MaxPoolOp(PoolOp):
     name = "top.MaxPool"
-    traits = traits_def(FusesRelu())
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_nn.pool))
 
 
 @irdl_op_definition
 class AvgPoolOp(PoolOp):
     name = "top.AvgPool"
-    traits = traits_def(FusesRelu())
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_nn.pool))
     count_include_pad = flag()
 
 
@@ -145,7 +156,7 @@ class BatchNormOp(ReluFusedOp):
     beta = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     epsilon = real(1e-5)
-    traits = traits_def(Pure(), FusesRelu())
+    traits = traits_def(Pure(), FusesRelu(), HasShapeRule(shape_rules.batch_norm))
 
 
 class AffineNormOp(TensorOp):
@@ -162,6 +173,7 @@ class LayerNormOp(AffineNormOp):
     """Normalize over dims [axis, rank); weight/bias have that trailing shape."""
 
     name = "top.LayerNorm"
+    traits = traits_def(HasShapeRule(shape_rules.layer_norm))
     axis = integer(-1)
     normalized_shape = ints()
 
@@ -169,17 +181,20 @@ class LayerNormOp(AffineNormOp):
 @irdl_op_definition
 class InstanceNormOp(AffineNormOp):
     name = "top.InstanceNorm"
+    traits = traits_def(HasShapeRule(shape_rules.per_channel_affine))
 
 
 @irdl_op_definition
 class GroupNormOp(AffineNormOp):
     name = "top.GroupNorm"
+    traits = traits_def(HasShapeRule(shape_rules.group_norm))
     num_groups = integer(1)
 
 
 @irdl_op_definition
 class LRNOp(UnaryOp):
     name = "top.LRN"
+    traits = traits_def(HasShapeRule(shape_rules.same_shape))
     size = integer(1)
     alpha = real(1e-4)
     beta = real(0.75)
@@ -211,6 +226,7 @@ class LSTMOp(RecurrentOp):
     Y_h and Y_c [dirs, batch, hidden]."""
 
     name = "top.LSTM"
+    traits = traits_def(HasShapeRule(shape_rules_nn.lstm))
     # all operands again, in order: xDSL lists a subclass's own fields first
     input = operand_def(AnyTensor)
     filter = operand_def(AnyTensor)
@@ -228,6 +244,7 @@ class GRUOp(RecurrentOp):
     """Gates in ONNX order (z, r, h). Results: Y, Y_h."""
 
     name = "top.GRU"
+    traits = traits_def(HasShapeRule(shape_rules_nn.gru))
     linear_before_reset = flag()
     y = result_def(AnyTensor)
     y_h = result_def(AnyTensor)
