@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.ir import Operation
-from xdsl.traits import OpTrait
+from xdsl.pattern_rewriter import RewritePattern
+from xdsl.traits import HasCanonicalizationPatternsTrait, OpTrait
 
 
 @dataclass(frozen=True)
@@ -131,3 +132,19 @@ class HasShapeRule(OpTrait):
     (`rule(op, operand_shapes) -> result_shapes`, see top/shape_rules.py)."""
 
     rule: Callable[[Any, tuple[tuple[int, ...] | None, ...]], list[tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class HasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    """The op is rewritten by canonicalization patterns rooted at its class
+    (imported from passes/canonicalize when first asked for, as xDSL's own
+    dialects import theirs)."""
+
+    def get_patterns(self, op: type[Operation]) -> tuple[RewritePattern, ...]:
+        from tpuc.passes.canonicalize import patterns_rooted_at
+
+        return patterns_rooted_at(op)
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        return ()  # patterns depend on the op class: see get_patterns

@@ -99,3 +99,15 @@ def test_a_half_added_op_is_reported_missing_every_rule():
     assert len(lowering) == sum(len(chip.modes) for chip in CHIPS.values())
     assert any(g.startswith("TPU kernel") for g in found)
     assert any(g.startswith("codegen") for g in found)
+
+
+def test_ops_declare_the_canonicalization_patterns_rooted_at_them():
+    """A pattern whose root class lacks the trait would never be tried."""
+    from tpuc.dialects.traits import HasCanonicalizationPatterns
+    from tpuc.passes.canonicalize import top_patterns
+
+    roots = {root for pattern in top_patterns() for root in pattern.roots}
+    declared = {
+        cls for cls in (*top.TOP_OPS, *tpu.TPU_OPS) if cls.has_trait(HasCanonicalizationPatterns)
+    }
+    assert {c.name for c in roots} == {c.name for c in declared}

@@ -29,6 +29,7 @@ from tpuc.dialects.traits import (
     F32Operands,
     F32Results,
     FusesRelu,
+    HasCanonicalizationPatterns,
     HasShapeRule,
     IndexOperands,
     Untuned,
@@ -63,7 +64,9 @@ class SliceOp(UnaryOp):
     """input[offset:ends:steps] on every axis (negative steps allowed)."""
 
     name = "top.Slice"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.slice_))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.slice_), HasCanonicalizationPatterns()
+    )
     offset = ints()
     ends = ints()
     steps = ints()
@@ -74,7 +77,9 @@ class ReshapeOp(UnaryOp):
     """`shape` may hold one -1; otherwise it is the output shape."""
 
     name = "top.Reshape"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.reshape))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.reshape), HasCanonicalizationPatterns()
+    )
     shape = ints()
 
 
@@ -83,7 +88,9 @@ class FlattenOp(UnaryOp):
     """Merge dims [start_dim, end_dim] into one."""
 
     name = "top.Flatten"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.flatten))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.flatten), HasCanonicalizationPatterns()
+    )
     start_dim = integer(1)
     end_dim = integer(-1)
 
@@ -91,21 +98,27 @@ class FlattenOp(UnaryOp):
 @irdl_op_definition
 class SqueezeOp(UnaryOp):
     name = "top.Squeeze"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.squeeze))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.squeeze), HasCanonicalizationPatterns()
+    )
     axes = ints()
 
 
 @irdl_op_definition
 class UnsqueezeOp(UnaryOp):
     name = "top.Unsqueeze"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.unsqueeze))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.unsqueeze), HasCanonicalizationPatterns()
+    )
     axes = ints()
 
 
 @irdl_op_definition
 class PermuteOp(UnaryOp):
     name = "top.Permute"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.permute))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.permute), HasCanonicalizationPatterns()
+    )
     order = ints()
 
 
@@ -127,7 +140,7 @@ class PadOp(UnaryOp):
     """mode: "constant", "reflect" or "edge"."""
 
     name = "top.Pad"
-    traits = traits_def(HasShapeRule(shape_rules_data.pad))
+    traits = traits_def(HasShapeRule(shape_rules_data.pad), HasCanonicalizationPatterns())
     paddings = ints()
     mode = text("constant")
     val = real(0.0)
@@ -138,7 +151,9 @@ class UpsampleOp(UnaryOp):
     """Nearest upsampling of the last two dims by integer factors."""
 
     name = "top.Upsample"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.upsample))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.upsample), HasCanonicalizationPatterns()
+    )
     scale_h = integer(1)
     scale_w = integer(1)
 
@@ -165,7 +180,9 @@ class InterpOp(UnaryOp):
 @irdl_op_definition
 class TileOp(UnaryOp):
     name = "top.Tile"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.tile))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.tile), HasCanonicalizationPatterns()
+    )
     tile = ints()
 
 
@@ -174,7 +191,9 @@ class ExpandOp(UnaryOp):
     """Broadcast to `shape` (numpy rules, as ONNX Expand)."""
 
     name = "top.Expand"
-    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.expand))
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.expand), HasCanonicalizationPatterns()
+    )
     shape = ints()
 
 

@@ -27,6 +27,7 @@ from tpuc.dialects.traits import (
     ElementwiseUnary,
     F32Operands,
     FusesRelu,
+    HasCanonicalizationPatterns,
     HasShapeRule,
     IndexOperands,
     Untuned,
@@ -40,14 +41,18 @@ class AddOp(VariadicOp):
     """Sum of the inputs, each times `coeff[i]` when given."""
 
     name = "top.Add"
-    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast))
+    traits = traits_def(
+        FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast), HasCanonicalizationPatterns()
+    )
     coeff = ints()
 
 
 @irdl_op_definition
 class MulOp(VariadicOp):
     name = "top.Mul"
-    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast))
+    traits = traits_def(
+        FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast), HasCanonicalizationPatterns()
+    )
 
 
 @irdl_op_definition
@@ -73,7 +78,7 @@ class SubOp(BinaryOp):
 @irdl_op_definition
 class DivOp(BinaryOp):
     name = "top.Div"
-    traits = traits_def(HasShapeRule(shape_rules.binary_broadcast))
+    traits = traits_def(HasShapeRule(shape_rules.binary_broadcast), HasCanonicalizationPatterns())
 
 
 @irdl_op_definition
@@ -97,7 +102,12 @@ class CompareOp(BinaryOp):
 @irdl_op_definition
 class AddConstOp(UnaryOp):
     name = "top.AddConst"
-    traits = traits_def(ElementwiseUnary(), FusesRelu(), HasShapeRule(shape_rules.same_shape))
+    traits = traits_def(
+        ElementwiseUnary(),
+        FusesRelu(),
+        HasShapeRule(shape_rules.same_shape),
+        HasCanonicalizationPatterns(),
+    )
     const_val = real(0.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -116,7 +126,12 @@ class SubConstOp(UnaryOp):
 @irdl_op_definition
 class MulConstOp(UnaryOp):
     name = "top.MulConst"
-    traits = traits_def(ElementwiseUnary(), FusesRelu(), HasShapeRule(shape_rules.same_shape))
+    traits = traits_def(
+        ElementwiseUnary(),
+        FusesRelu(),
+        HasShapeRule(shape_rules.same_shape),
+        HasCanonicalizationPatterns(),
+    )
     const_val = real(1.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -155,7 +170,11 @@ class ScaleOp(ReluFusedOp):
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     traits = traits_def(
-        Pure(), FusesRelu(), F32Operands(2), HasShapeRule(shape_rules.per_channel_affine)
+        Pure(),
+        FusesRelu(),
+        F32Operands(2),
+        HasShapeRule(shape_rules.per_channel_affine),
+        HasCanonicalizationPatterns(),
     )
 
 
@@ -165,7 +184,9 @@ class ScaleOp(ReluFusedOp):
 @irdl_op_definition
 class ReluOp(UnaryOp):
     name = "top.Relu"
-    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
+    traits = traits_def(
+        ElementwiseUnary(), HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns()
+    )
     relu_limit = real(-1.0)
 
 
@@ -355,7 +376,9 @@ class NotOp(UnaryOp):
 @irdl_op_definition
 class ClipOp(UnaryOp):
     name = "top.Clip"
-    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
+    traits = traits_def(
+        ElementwiseUnary(), HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns()
+    )
     min = real()
     max = real()
 
@@ -376,5 +399,5 @@ class CastOp(UnaryOp):
     interpreter keeps values in float32 after converting through `to`."""
 
     name = "top.Cast"
-    traits = traits_def(HasShapeRule(shape_rules.same_shape))
+    traits = traits_def(HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns())
     to = text("F32")

@@ -26,7 +26,15 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
-from tpuc.dialects.traits import F32Operands, FusesRelu, HasShapeRule, Leaf, Untuned, WeightAxes
+from tpuc.dialects.traits import (
+    F32Operands,
+    FusesRelu,
+    HasCanonicalizationPatterns,
+    HasShapeRule,
+    Leaf,
+    Untuned,
+    WeightAxes,
+)
 
 # --- graph boundary -------------------------------------------------------------
 
@@ -156,7 +164,9 @@ class BatchNormOp(ReluFusedOp):
     beta = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     epsilon = real(1e-5)
-    traits = traits_def(Pure(), FusesRelu(), HasShapeRule(shape_rules.batch_norm))
+    traits = traits_def(
+        Pure(), FusesRelu(), HasShapeRule(shape_rules.batch_norm), HasCanonicalizationPatterns()
+    )
 
 
 class AffineNormOp(TensorOp):

@@ -87,7 +87,7 @@ from tpuc.dialects.tpu.mirrored import (
     UpsampleOp,
     WhereOp,
 )
-from tpuc.dialects.traits import FloatFormOf, Mirrors
+from tpuc.dialects.traits import FloatFormOf, HasCanonicalizationPatterns, Mirrors
 
 
 class Requantized(TensorOp):
@@ -217,7 +217,7 @@ class CastOp(TensorOp):
     output = result_def(AnyTensor)
     round_mode = text("HalfAwayFromZero")
     to = text()
-    traits = traits_def(FloatFormOf((top.CastOp,)))
+    traits = traits_def(FloatFormOf((top.CastOp,)), HasCanonicalizationPatterns())
 
 
 @tpu_op()
@@ -238,6 +238,7 @@ class RequantIntOp(Requantized):
     name = "tpu.RequantInt"
     input = operand_def(AnyTensor)
     output = result_def(AnyTensor)
+    traits = traits_def(HasCanonicalizationPatterns())
 
 
 @tpu_op()

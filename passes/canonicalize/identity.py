@@ -114,6 +114,11 @@ def _reshape(op: TensorOp) -> bool:
 
 
 class RemoveIdentity(RewritePattern):
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in IDENTITY_RULES."""
+        return tuple(IDENTITY_RULES)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = IDENTITY_RULES.get(type(op))
         if rule is None or not rule(op):

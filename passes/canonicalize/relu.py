@@ -47,6 +47,11 @@ def _clip(op: TensorOp) -> float | None:
 class FuseRelu(RewritePattern):
     """relu(producer(x)) -> producer(x) {do_relu, relu_limit}."""
 
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in RELU_LIMIT."""
+        return tuple(RELU_LIMIT)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = RELU_LIMIT.get(type(op))
         if rule is None:

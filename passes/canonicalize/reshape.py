@@ -58,6 +58,11 @@ class ShapeOpToReshape(RewritePattern):
     The result type is kept (shape-infer owns types); only the `shape`
     attribute is computed when the result is not typed yet."""
 
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in RESHAPE_RULES."""
+        return tuple(RESHAPE_RULES)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = RESHAPE_RULES.get(type(op))
         if rule is None:
@@ -77,6 +82,8 @@ class ShapeOpToReshape(RewritePattern):
 class ReshapeOfReshape(RewritePattern):
     """Reshape(Reshape(x)) -> Reshape(x): the outer shape does not depend on
     the inner one (its -1 resolves from the element count)."""
+
+    roots = (top.ReshapeOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.ReshapeOp, rewriter: PatternRewriter) -> None:
