@@ -4,7 +4,9 @@ A lowered op keeps the meaning of its TOP source (pads, axes, fused relu …),
 so the float kernels run it unchanged and the lowering copies attributes
 one to one; the TPU op only adds what the chip needs (requant parameters).
 The mirror is built from the TOP op's IRDL definition, not by subclassing,
-so `isinstance(op, top.ConvOp)` never matches a TPU op.
+so `isinstance(op, top.ConvOp)` never matches a TPU op. `tpu_op` is the
+class decorator every TPU op (`ops`, `mirrored`) is written with, so each
+op is a named class in source while its mirrored fields cannot drift.
 """
 
 from __future__ import annotations
