@@ -15,16 +15,9 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import Block, Operation, SSAValue
 
-from tpuc.dialects import top, tpu
+from tpuc.dialects import top
+from tpuc.dialects.traits import InPlaceView
 from tpuc.ir import body_ops, last_uses
-
-IN_PLACE: tuple[type[Operation], ...] = (
-    tpu.ReshapeOp,  # type: ignore[attr-defined]
-    tpu.FlattenOp,  # type: ignore[attr-defined]
-    tpu.SqueezeOp,  # type: ignore[attr-defined]
-    tpu.UnsqueezeOp,  # type: ignore[attr-defined]
-)
-"""Ops whose result is their input reinterpreted: same address, no command."""
 
 NO_MEMORY = (top.NoneOp,)
 CONSTANT = (top.WeightOp,)
@@ -48,7 +41,7 @@ class Buffer:
 
 def in_place_source(op: Operation) -> SSAValue | None:
     """The operand whose memory `op`'s result reuses, None if it has its own."""
-    return op.operands[0] if isinstance(op, IN_PLACE) else None
+    return op.operands[0] if op.has_trait(InPlaceView) else None
 
 
 def buffers(block: Block) -> list[Buffer]:
@@ -88,7 +81,6 @@ def weight_order(block: Block) -> list[SSAValue]:
 
 
 __all__ = [
-    "IN_PLACE",
     "Buffer",
     "body_ops",
     "buffers",

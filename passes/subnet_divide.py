@@ -21,9 +21,10 @@ from xdsl.passes import ModulePass
 from tpuc.chips import Chip
 from tpuc.dialects import top
 from tpuc.dialects.base import to_attr
+from tpuc.dialects.traits import Leaf, with_trait
 
 TPU, CPU = "TPU", "CPU"
-NO_SUBNET = (top.InputOp, top.WeightOp, top.NoneOp, func.ReturnOp)
+NO_SUBNET = (*with_trait(top.TOP_OPS, Leaf), func.ReturnOp)
 SUBNET_ATTR = "subnet_id"
 MODES_ATTR = "module.subnet_modes"
 

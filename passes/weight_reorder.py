@@ -33,6 +33,7 @@ from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.ir import inline_weight
+from tpuc.registry import Registry
 from tpuc.weights import WeightStore, weights_of
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -87,17 +88,14 @@ class Reorderer:
 
 
 Rule = Callable[[Reorderer, TensorOp], None]
-RULES: dict[type[Operation], list[Rule]] = {}
-"""Op class -> the layout rules applied to each op of that class, in order."""
+RULES: Registry[type[Operation], Rule] = Registry("weight-reorder rules")
+"""Op class -> the layout rules applied to each op of that class, highest
+priority first."""
 
 
-def reorder(*classes: type[Operation]) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for cls in classes:
-            RULES.setdefault(cls, []).append(fn)
-        return fn
-
-    return register
+def reorder(*classes: type[Operation], priority: int = 0) -> Callable[[Rule], Rule]:
+    """Register a layout rule of each op class."""
+    return RULES.register(*classes, priority=priority)
 
 
 def _element(value: SSAValue) -> Attribute:
@@ -137,7 +135,7 @@ def lowered_filter_shape(op: TensorOp) -> tuple[int, ...] | None:
     return (y[1], x[1] // group, *kernel)
 
 
-@reorder(tpu.Conv2DOp)  # type: ignore[attr-defined]
+@reorder(tpu.Conv2DOp, priority=1)  # before merge_coeff
 def conv_filter(rw: Reorderer, op: TensorOp) -> None:
     """[oc, ic/g, kh, kw] -> [1, oc, ic/g, kh·kw] (a filter already in that
     form, or not a weight, is left alone)."""
@@ -188,7 +186,7 @@ def merged_coeff(rw: Reorderer, op: TensorOp) -> np.ndarray:
     return np.stack(columns, axis=-1).astype(np.int32).reshape(1, oc, 1, 3)
 
 
-@reorder(tpu.Conv2DOp, tpu.DeconvOp)  # type: ignore[attr-defined]
+@reorder(tpu.Conv2DOp, tpu.DeconvOp)
 def merge_coeff(rw: Reorderer, op: TensorOp) -> None:
     """INT8 convs only (quantized input), once."""
     if not isinstance(_element(op.operands[0]), UniformQuantizedType):
@@ -207,7 +205,7 @@ def reorder_weights(module: ModuleOp, store: WeightStore) -> None:
     """Apply every rule to every op of `module`, then drop dead weights."""
     rw = Reorderer(module, store)
     for op in list(module.walk()):
-        for rule in RULES.get(type(op), ()):
+        for rule in RULES.all(type(op)):
             rule(rw, op)  # type: ignore[arg-type]
     rw.erase_replaced()
 

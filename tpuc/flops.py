@@ -16,18 +16,15 @@ from xdsl.dialects.builtin import ModuleOp, NoneType, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
+from tpuc.registry import Registry
 
 FlopsRule = Callable[[Operation], int]
-_RULES: dict[type[Operation], FlopsRule] = {}
+_RULES: Registry[type[Operation], FlopsRule] = Registry("FLOPs rules")
 
 
-def flops_rule(*classes: type[Operation]) -> Callable[[FlopsRule], FlopsRule]:
-    def register(rule: FlopsRule) -> FlopsRule:
-        for cls in classes:
-            _RULES[cls] = rule
-        return rule
-
-    return register
+def flops_rule(*classes: type[Operation], priority: int = 0) -> Callable[[FlopsRule], FlopsRule]:
+    """Register the FLOPs count of each op class (default: elementwise)."""
+    return _RULES.register(*classes, priority=priority)
 
 
 def _elements(value: SSAValue) -> int:

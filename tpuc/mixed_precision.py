@@ -35,13 +35,14 @@ from tpuc.chips import Chip
 from tpuc.compare import cosine_similarity
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
+from tpuc.dialects.traits import Leaf, with_trait
 from tpuc.errors import TpucError
 from tpuc.weights import WeightStore, attach_weights
 
 Inputs = Mapping[str, np.ndarray]
 Progress = Callable[[Iterable, str], Iterable]
 
-NOT_CANDIDATES = (top.InputOp, top.WeightOp, top.NoneOp, *top.VALUE_MOVES)
+NOT_CANDIDATES = (*with_trait(top.TOP_OPS, Leaf), *top.VALUE_MOVES)
 """Ops that never become qtable entries: leaves, and data movement (it keeps
 whatever precision its producer has)."""
 

@@ -107,6 +107,7 @@ from tpuc.dialects.top.nn import (
     RecurrentOp,
     WeightOp,
 )
+from tpuc.dialects.traits import ElementwiseUnary, ValueMove, with_trait
 
 __all__ = [
     "AbsOp",
@@ -282,54 +283,11 @@ TOP_OPS = [
 
 Top = Dialect("top", TOP_OPS, [])
 
-ELEMENTWISE_UNARY = (
-    ReluOp,
-    LeakyReluOp,
-    SigmoidOp,
-    SiLUOp,
-    GELUOp,
-    HardSigmoidOp,
-    HardSwishOp,
-    MishOp,
-    EluOp,
-    SoftplusOp,
-    TanhOp,
-    ExpOp,
-    LogOp,
-    SqrtOp,
-    RsqrtOp,
-    ReciprocalOp,
-    PowOp,
-    ErfOp,
-    AbsOp,
-    FloorOp,
-    CeilOp,
-    RoundOp,
-    SinOp,
-    CosOp,
-    SignOp,
-    NotOp,
-    ClipOp,
-    AddConstOp,
-    SubConstOp,
-    MulConstOp,
-    CompareConstOp,
-)
+ELEMENTWISE_UNARY = with_trait(TOP_OPS, ElementwiseUnary)
 """Ops whose output element depends only on the same input element (shape
-kept; INT8 makes them lookup tables)."""
+kept; INT8 makes them lookup tables): those declaring `ElementwiseUnary`."""
 
-VALUE_MOVES = (
-    ReshapeOp,
-    FlattenOp,
-    SqueezeOp,
-    UnsqueezeOp,
-    PermuteOp,
-    SliceOp,
-    SplitOp,
-    Depth2SpaceOp,
-    TileOp,
-    ExpandOp,
-    UpsampleOp,
-)
+VALUE_MOVES = with_trait(TOP_OPS, ValueMove)
 """Ops whose every output value is one of their input's values, moved
-(calibration copies the input's range; INT8 keeps the input's type)."""
+(calibration copies the input's range; INT8 keeps the input's type): those
+declaring `ValueMove`."""

@@ -15,6 +15,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tpuc.dialects.base import AnyTensor, TensorOp
+from tpuc.dialects.top import shape_rules_data
 from tpuc.dialects.top.base import (
     UnaryOp,
     VariadicOp,
@@ -24,6 +25,16 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
+from tpuc.dialects.traits import (
+    F32Operands,
+    F32Results,
+    FusesRelu,
+    HasCanonicalizationPatterns,
+    HasShapeRule,
+    IndexOperands,
+    Untuned,
+    ValueMove,
+)
 
 # --- data movement ----------------------------------------------------------------
 
@@ -31,6 +42,7 @@ from tpuc.dialects.top.base import (
 @irdl_op_definition
 class ConcatOp(VariadicOp):
     name = "top.Concat"
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_data.concat))
     axis = integer(1)
 
 
@@ -44,7 +56,7 @@ class SplitOp(TensorOp):
     outputs = var_result_def(AnyTensor)
     axis = integer(0)
     split_size = ints()
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ValueMove(), HasShapeRule(shape_rules_data.split))
 
 
 @irdl_op_definition
@@ -52,6 +64,9 @@ class SliceOp(UnaryOp):
     """input[offset:ends:steps] on every axis (negative steps allowed)."""
 
     name = "top.Slice"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.slice_), HasCanonicalizationPatterns()
+    )
     offset = ints()
     ends = ints()
     steps = ints()
@@ -62,6 +77,9 @@ class ReshapeOp(UnaryOp):
     """`shape` may hold one -1; otherwise it is the output shape."""
 
     name = "top.Reshape"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.reshape), HasCanonicalizationPatterns()
+    )
     shape = ints()
 
 
@@ -70,6 +88,9 @@ class FlattenOp(UnaryOp):
     """Merge dims [start_dim, end_dim] into one."""
 
     name = "top.Flatten"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.flatten), HasCanonicalizationPatterns()
+    )
     start_dim = integer(1)
     end_dim = integer(-1)
 
@@ -77,18 +98,27 @@ class FlattenOp(UnaryOp):
 @irdl_op_definition
 class SqueezeOp(UnaryOp):
     name = "top.Squeeze"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.squeeze), HasCanonicalizationPatterns()
+    )
     axes = ints()
 
 
 @irdl_op_definition
 class UnsqueezeOp(UnaryOp):
     name = "top.Unsqueeze"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.unsqueeze), HasCanonicalizationPatterns()
+    )
     axes = ints()
 
 
 @irdl_op_definition
 class PermuteOp(UnaryOp):
     name = "top.Permute"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.permute), HasCanonicalizationPatterns()
+    )
     order = ints()
 
 
@@ -98,6 +128,7 @@ class Depth2SpaceOp(UnaryOp):
     ONNX's CRD channel order over DCR."""
 
     name = "top.Depth2Space"
+    traits = traits_def(ValueMove(), HasShapeRule(shape_rules_data.depth2space))
     block_h = integer(1)
     block_w = integer(1)
     is_CRD = flag()
@@ -109,6 +140,7 @@ class PadOp(UnaryOp):
     """mode: "constant", "reflect" or "edge"."""
 
     name = "top.Pad"
+    traits = traits_def(HasShapeRule(shape_rules_data.pad), HasCanonicalizationPatterns())
     paddings = ints()
     mode = text("constant")
     val = real(0.0)
@@ -119,6 +151,9 @@ class UpsampleOp(UnaryOp):
     """Nearest upsampling of the last two dims by integer factors."""
 
     name = "top.Upsample"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.upsample), HasCanonicalizationPatterns()
+    )
     scale_h = integer(1)
     scale_w = integer(1)
 
@@ -132,6 +167,7 @@ class InterpOp(UnaryOp):
     factors an ONNX model gave: they, not out/in, map the coordinates."""
 
     name = "top.Interp"
+    traits = traits_def(HasShapeRule(shape_rules_data.interp))
     target_shape = ints()
     scales = ints()
     mode = text("nearest")
@@ -144,6 +180,9 @@ class InterpOp(UnaryOp):
 @irdl_op_definition
 class TileOp(UnaryOp):
     name = "top.Tile"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.tile), HasCanonicalizationPatterns()
+    )
     tile = ints()
 
 
@@ -152,6 +191,9 @@ class ExpandOp(UnaryOp):
     """Broadcast to `shape` (numpy rules, as ONNX Expand)."""
 
     name = "top.Expand"
+    traits = traits_def(
+        ValueMove(), HasShapeRule(shape_rules_data.expand), HasCanonicalizationPatterns()
+    )
     shape = ints()
 
 
@@ -164,7 +206,9 @@ class GatherOp(TensorOp):
     indices = operand_def(AnyTensor)
     output = result_def(AnyTensor)
     axis = integer(0)
-    traits = traits_def(Pure())
+    traits = traits_def(
+        Pure(), F32Operands(1), IndexOperands(1), HasShapeRule(shape_rules_data.gather)
+    )
 
 
 @irdl_op_definition
@@ -172,6 +216,7 @@ class ReduceOp(UnaryOp):
     """A reduction over `axes`; `mode` is one of MODES (ONNX's names)."""
 
     name = "top.Reduce"
+    traits = traits_def(HasShapeRule(shape_rules_data.reduce))
     axes = ints()
     keepdims = flag(True)
     mode = text("ReduceMean")
@@ -201,6 +246,7 @@ class ArgOp(UnaryOp):
     """mode: ArgMax or ArgMin; indices as float32."""
 
     name = "top.Arg"
+    traits = traits_def(F32Results(0), Untuned(), HasShapeRule(shape_rules_data.arg))
     axis = integer(0)
     keepdims = flag(True)
     mode = text("ArgMax")
@@ -219,4 +265,4 @@ class TopKOp(TensorOp):
     K = integer(1)
     largest = flag(True)
     sorted = flag(True)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), F32Results(1), Untuned(), HasShapeRule(shape_rules_data.topk))

@@ -11,6 +11,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
+from tpuc.dialects.top import shape_rules
 from tpuc.dialects.top.base import (
     BinaryOp,
     ReluFusedOp,
@@ -22,6 +23,15 @@ from tpuc.dialects.top.base import (
     real,
     text,
 )
+from tpuc.dialects.traits import (
+    ElementwiseUnary,
+    F32Operands,
+    FusesRelu,
+    HasCanonicalizationPatterns,
+    HasShapeRule,
+    IndexOperands,
+    Untuned,
+)
 
 # --- elementwise arithmetic (numpy broadcasting) ---------------------------------
 
@@ -31,27 +41,36 @@ class AddOp(VariadicOp):
     """Sum of the inputs, each times `coeff[i]` when given."""
 
     name = "top.Add"
+    traits = traits_def(
+        FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast), HasCanonicalizationPatterns()
+    )
     coeff = ints()
 
 
 @irdl_op_definition
 class MulOp(VariadicOp):
     name = "top.Mul"
+    traits = traits_def(
+        FusesRelu(), HasShapeRule(shape_rules.variadic_broadcast), HasCanonicalizationPatterns()
+    )
 
 
 @irdl_op_definition
 class MaxOp(VariadicOp):
     name = "top.Max"
+    traits = traits_def(HasShapeRule(shape_rules.variadic_broadcast))
 
 
 @irdl_op_definition
 class MinOp(VariadicOp):
     name = "top.Min"
+    traits = traits_def(HasShapeRule(shape_rules.variadic_broadcast))
 
 
 @irdl_op_definition
 class SubOp(BinaryOp):
     name = "top.Sub"
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules.binary_broadcast))
     do_relu = flag()
     relu_limit = real(-1.0)
 
@@ -59,6 +78,7 @@ class SubOp(BinaryOp):
 @irdl_op_definition
 class DivOp(BinaryOp):
     name = "top.Div"
+    traits = traits_def(HasShapeRule(shape_rules.binary_broadcast), HasCanonicalizationPatterns())
 
 
 @irdl_op_definition
@@ -66,6 +86,7 @@ class PowTensorOp(BinaryOp):
     """lhs ** rhs with a tensor exponent (TPU-MLIR's Pow2/Pow3 family)."""
 
     name = "top.PowTensor"
+    traits = traits_def(HasShapeRule(shape_rules.binary_broadcast))
 
 
 @irdl_op_definition
@@ -74,12 +95,19 @@ class CompareOp(BinaryOp):
     Greater, GreaterOrEqual, Less, LessOrEqual, And, Or, Xor."""
 
     name = "top.Compare"
+    traits = traits_def(Untuned(), HasShapeRule(shape_rules.binary_broadcast))
     mode = text()
 
 
 @irdl_op_definition
 class AddConstOp(UnaryOp):
     name = "top.AddConst"
+    traits = traits_def(
+        ElementwiseUnary(),
+        FusesRelu(),
+        HasShapeRule(shape_rules.same_shape),
+        HasCanonicalizationPatterns(),
+    )
     const_val = real(0.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -90,6 +118,7 @@ class SubConstOp(UnaryOp):
     """input - c, or c - input when `is_reverse`."""
 
     name = "top.SubConst"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     const_val = real(0.0)
     is_reverse = flag()
 
@@ -97,6 +126,12 @@ class SubConstOp(UnaryOp):
 @irdl_op_definition
 class MulConstOp(UnaryOp):
     name = "top.MulConst"
+    traits = traits_def(
+        ElementwiseUnary(),
+        FusesRelu(),
+        HasShapeRule(shape_rules.same_shape),
+        HasCanonicalizationPatterns(),
+    )
     const_val = real(1.0)
     do_relu = flag()
     relu_limit = real(-1.0)
@@ -107,6 +142,7 @@ class CompareConstOp(UnaryOp):
     """`input mode c`, or `c mode input` when `inversed`."""
 
     name = "top.CompareConst"
+    traits = traits_def(ElementwiseUnary(), Untuned(), HasShapeRule(shape_rules.same_shape))
     mode = text()
     const_val = real(0.0)
     inversed = flag()
@@ -121,7 +157,7 @@ class WhereOp(TensorOp):
     tbrn = operand_def(AnyTensor)
     fbrn = operand_def(AnyTensor)
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IndexOperands(0), HasShapeRule(shape_rules.binary_broadcast))
 
 
 @irdl_op_definition
@@ -133,7 +169,13 @@ class ScaleOp(ReluFusedOp):
     scale = operand_def(AnyTensor)
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(
+        Pure(),
+        FusesRelu(),
+        F32Operands(2),
+        HasShapeRule(shape_rules.per_channel_affine),
+        HasCanonicalizationPatterns(),
+    )
 
 
 # --- activations ------------------------------------------------------------------
@@ -142,12 +184,16 @@ class ScaleOp(ReluFusedOp):
 @irdl_op_definition
 class ReluOp(UnaryOp):
     name = "top.Relu"
+    traits = traits_def(
+        ElementwiseUnary(), HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns()
+    )
     relu_limit = real(-1.0)
 
 
 @irdl_op_definition
 class LeakyReluOp(UnaryOp):
     name = "top.LeakyRelu"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     alpha = real(0.01)
 
 
@@ -159,7 +205,7 @@ class PReluOp(TensorOp):
     input = operand_def(AnyTensor)
     slope = operand_def(AnyTensor)
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), HasShapeRule(shape_rules.prelu))
 
 
 @irdl_op_definition
@@ -167,6 +213,7 @@ class SigmoidOp(UnaryOp):
     """scale * sigmoid(x) + bias (log: log of it)."""
 
     name = "top.Sigmoid"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     scale = real(1.0)
     bias = real(0.0)
     log = flag()
@@ -175,6 +222,7 @@ class SigmoidOp(UnaryOp):
 @irdl_op_definition
 class SiLUOp(UnaryOp):
     name = "top.SiLU"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
@@ -182,12 +230,14 @@ class GELUOp(UnaryOp):
     """approx_mode: "normal" (erf) or "tanh"."""
 
     name = "top.GELU"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     approx_mode = text("normal")
 
 
 @irdl_op_definition
 class HardSigmoidOp(UnaryOp):
     name = "top.HardSigmoid"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     alpha = real(0.2)
     beta = real(0.5)
 
@@ -195,47 +245,56 @@ class HardSigmoidOp(UnaryOp):
 @irdl_op_definition
 class HardSwishOp(UnaryOp):
     name = "top.HardSwish"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class MishOp(UnaryOp):
     name = "top.Mish"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class EluOp(UnaryOp):
     name = "top.Elu"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     alpha = real(1.0)
 
 
 @irdl_op_definition
 class SoftplusOp(UnaryOp):
     name = "top.Softplus"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class TanhOp(UnaryOp):
     name = "top.Tanh"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class ExpOp(UnaryOp):
     name = "top.Exp"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class LogOp(UnaryOp):
     name = "top.Log"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class SqrtOp(UnaryOp):
     name = "top.Sqrt"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class RsqrtOp(UnaryOp):
     name = "top.Rsqrt"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
@@ -243,6 +302,7 @@ class ReciprocalOp(UnaryOp):
     """const_val / input."""
 
     name = "top.Reciprocal"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     const_val = real(1.0)
 
 
@@ -251,27 +311,32 @@ class PowOp(UnaryOp):
     """input ** exponent, a constant exponent."""
 
     name = "top.Pow"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
     exponent = real(1.0)
 
 
 @irdl_op_definition
 class ErfOp(UnaryOp):
     name = "top.Erf"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class AbsOp(UnaryOp):
     name = "top.Abs"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class FloorOp(UnaryOp):
     name = "top.Floor"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class CeilOp(UnaryOp):
     name = "top.Ceil"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
@@ -279,21 +344,25 @@ class RoundOp(UnaryOp):
     """Round half to even, as ONNX Round."""
 
     name = "top.Round"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class SinOp(UnaryOp):
     name = "top.Sin"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class CosOp(UnaryOp):
     name = "top.Cos"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class SignOp(UnaryOp):
     name = "top.Sign"
+    traits = traits_def(ElementwiseUnary(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
@@ -301,11 +370,15 @@ class NotOp(UnaryOp):
     """Logical not: 1.0 where input == 0."""
 
     name = "top.Not"
+    traits = traits_def(ElementwiseUnary(), Untuned(), HasShapeRule(shape_rules.same_shape))
 
 
 @irdl_op_definition
 class ClipOp(UnaryOp):
     name = "top.Clip"
+    traits = traits_def(
+        ElementwiseUnary(), HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns()
+    )
     min = real()
     max = real()
 
@@ -315,6 +388,7 @@ class SoftmaxOp(UnaryOp):
     """Softmax along `axis` (log: log-softmax)."""
 
     name = "top.Softmax"
+    traits = traits_def(HasShapeRule(shape_rules.softmax))
     axis = integer(1)
     log = flag()
 
@@ -325,4 +399,5 @@ class CastOp(UnaryOp):
     interpreter keeps values in float32 after converting through `to`."""
 
     name = "top.Cast"
+    traits = traits_def(HasShapeRule(shape_rules.same_shape), HasCanonicalizationPatterns())
     to = text("F32")

@@ -16,6 +16,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
+from tpuc.dialects.top import shape_rules, shape_rules_nn
 from tpuc.dialects.top.base import (
     ReluFusedOp,
     UnaryOp,
@@ -24,6 +25,15 @@ from tpuc.dialects.top.base import (
     ints,
     real,
     text,
+)
+from tpuc.dialects.traits import (
+    F32Operands,
+    FusesRelu,
+    HasCanonicalizationPatterns,
+    HasShapeRule,
+    Leaf,
+    Untuned,
+    WeightAxes,
 )
 
 # --- graph boundary -------------------------------------------------------------
@@ -34,6 +44,7 @@ class InputOp(UnaryOp):
     """A network input, with the preprocessing that produced it."""
 
     name = "top.Input"
+    traits = traits_def(Leaf(), Untuned(), HasShapeRule(shape_rules.same_shape))
     channel_format = text()
     pixel_format = text()
     resize_dims = ints()
@@ -48,7 +59,7 @@ class WeightOp(TensorOp):
 
     name = "top.Weight"
     output = result_def(AnyTensor)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Leaf())
 
 
 @irdl_op_definition
@@ -57,7 +68,7 @@ class NoneOp(IRDLOperation):
 
     name = "top.None"
     output = result_def(NoneType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Leaf())
 
 
 # --- convolution, matmul, pooling -----------------------------------------------
@@ -81,6 +92,9 @@ class ConvOp(ConvLikeOp):
     """N-d convolution; filter is [oc, ic/group, *kernel]."""
 
     name = "top.Conv"
+    traits = traits_def(
+        FusesRelu(), F32Operands(2), WeightAxes({1: 0}), HasShapeRule(shape_rules_nn.conv)
+    )
 
 
 @irdl_op_definition
@@ -88,6 +102,9 @@ class DeconvOp(ConvLikeOp):
     """Transposed convolution; filter is [ic, oc/group, *kernel]."""
 
     name = "top.Deconv"
+    traits = traits_def(
+        FusesRelu(), F32Operands(2), WeightAxes({1: None}), HasShapeRule(shape_rules_nn.deconv)
+    )
     output_padding = ints()
 
 
@@ -102,7 +119,13 @@ class MatMulOp(ReluFusedOp):
     bias = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     right_transpose = flag()
-    traits = traits_def(Pure())
+    traits = traits_def(
+        Pure(),
+        FusesRelu(),
+        F32Operands(2),
+        WeightAxes({1: None}),
+        HasShapeRule(shape_rules_nn.matmul),
+    )
 
 
 class PoolOp(ReluFusedOp):
@@ -118,11 +141,13 @@ class PoolOp(ReluFusedOp):
 @irdl_op_definition
 class MaxPoolOp(PoolOp):
     name = "top.MaxPool"
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_nn.pool))
 
 
 @irdl_op_definition
 class AvgPoolOp(PoolOp):
     name = "top.AvgPool"
+    traits = traits_def(FusesRelu(), HasShapeRule(shape_rules_nn.pool))
     count_include_pad = flag()
 
 
@@ -139,7 +164,9 @@ class BatchNormOp(ReluFusedOp):
     beta = operand_def(TensorOrNone)
     output = result_def(AnyTensor)
     epsilon = real(1e-5)
-    traits = traits_def(Pure())
+    traits = traits_def(
+        Pure(), FusesRelu(), HasShapeRule(shape_rules.batch_norm), HasCanonicalizationPatterns()
+    )
 
 
 class AffineNormOp(TensorOp):
@@ -156,6 +183,7 @@ class LayerNormOp(AffineNormOp):
     """Normalize over dims [axis, rank); weight/bias have that trailing shape."""
 
     name = "top.LayerNorm"
+    traits = traits_def(HasShapeRule(shape_rules.layer_norm))
     axis = integer(-1)
     normalized_shape = ints()
 
@@ -163,17 +191,20 @@ class LayerNormOp(AffineNormOp):
 @irdl_op_definition
 class InstanceNormOp(AffineNormOp):
     name = "top.InstanceNorm"
+    traits = traits_def(HasShapeRule(shape_rules.per_channel_affine))
 
 
 @irdl_op_definition
 class GroupNormOp(AffineNormOp):
     name = "top.GroupNorm"
+    traits = traits_def(HasShapeRule(shape_rules.group_norm))
     num_groups = integer(1)
 
 
 @irdl_op_definition
 class LRNOp(UnaryOp):
     name = "top.LRN"
+    traits = traits_def(HasShapeRule(shape_rules.same_shape))
     size = integer(1)
     alpha = real(1e-4)
     beta = real(0.75)
@@ -205,6 +236,7 @@ class LSTMOp(RecurrentOp):
     Y_h and Y_c [dirs, batch, hidden]."""
 
     name = "top.LSTM"
+    traits = traits_def(HasShapeRule(shape_rules_nn.lstm))
     # all operands again, in order: xDSL lists a subclass's own fields first
     input = operand_def(AnyTensor)
     filter = operand_def(AnyTensor)
@@ -222,6 +254,7 @@ class GRUOp(RecurrentOp):
     """Gates in ONNX order (z, r, h). Results: Y, Y_h."""
 
     name = "top.GRU"
+    traits = traits_def(HasShapeRule(shape_rules_nn.gru))
     linear_before_reset = flag()
     y = result_def(AnyTensor)
     y_h = result_def(AnyTensor)

@@ -4,12 +4,15 @@ A lowered op keeps the meaning of its TOP source (pads, axes, fused relu …),
 so the float kernels run it unchanged and the lowering copies attributes
 one to one; the TPU op only adds what the chip needs (requant parameters).
 The mirror is built from the TOP op's IRDL definition, not by subclassing,
-so `isinstance(op, top.ConvOp)` never matches a TPU op.
+so `isinstance(op, top.ConvOp)` never matches a TPU op. `tpu_op` is the
+class decorator every TPU op (`ops`, `mirrored`) is written with, so each
+op is a named class in source while its mirrored fields cannot drift.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from xdsl.irdl import (
     AttributeDef,
@@ -29,9 +32,11 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.irdl.constraints import RangeLengthConstraint, RangeOf
-from xdsl.traits import Pure
+from xdsl.traits import OpTrait, Pure
 
-from tpuc.dialects.base import TensorOp
+from tpuc.dialects.traits import Mirrors
+
+OpT = TypeVar("OpT", bound=IRDLOperation)
 
 INHERITED = ("name", "result_names")  # declared by TensorOp itself
 
@@ -81,19 +86,32 @@ def mirror_fields(source: type[IRDLOperation]) -> dict[str, Any]:
     return fields
 
 
+_CLASS_ONLY = ("__dict__", "__weakref__")
+
+
 def tpu_op(
-    name: str,
-    source: type[IRDLOperation] | None,
-    doc: str,
-    **extra: Any,
-) -> type[TensorOp]:
-    """Define the op `tpu.<name>`: the fields of `source` (a TOP op) plus
-    `extra` field definitions."""
-    fields = mirror_fields(source) if source is not None else {}
-    fields.update(extra)
-    fields["name"] = f"tpu.{name}"
-    fields["__doc__"] = doc
-    fields["__module__"] = __name__
-    fields.setdefault("traits", traits_def(Pure()))
-    cls = type(f"{name}Op", (TensorOp,), fields)
-    return irdl_op_definition(cls)
+    mirror: type[IRDLOperation] | None = None,
+    *,
+    fields_from: type[IRDLOperation] | None = None,
+) -> Callable[[type[OpT]], type[OpT]]:
+    """Class decorator defining a TPU op: the fields of `mirror` (a TOP op;
+    the op also gets the `Mirrors` trait) or of `fields_from` (fields only),
+    followed by those of the class body, with the `Pure` trait and any the
+    body declares. The class is rebuilt so the copied fields come first, as
+    the TOP op orders its operands."""
+    source = mirror or fields_from
+
+    def define(cls: type[OpT]) -> type[OpT]:
+        fields = mirror_fields(source) if source is not None else {}
+        body = {k: v for k, v in cls.__dict__.items() if k not in _CLASS_ONLY}
+        declared = body.pop("traits", None)
+        fields.update(body)
+        traits: list[OpTrait] = [Pure()]
+        if mirror is not None:
+            traits.append(Mirrors(mirror))
+        if declared is not None:
+            traits.extend(declared)
+        fields["traits"] = traits_def(*traits)
+        return irdl_op_definition(type(cls.__name__, cls.__bases__, fields))
+
+    return define

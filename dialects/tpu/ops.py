@@ -33,109 +33,139 @@ lowering chooses the parameters):
 
 from __future__ import annotations
 
-from xdsl.irdl import operand_def, result_def
+from xdsl.irdl import operand_def, result_def, traits_def
 
 from tpuc.dialects import top
-from tpuc.dialects.base import AnyTensor
+from tpuc.dialects.base import AnyTensor, TensorOp
 from tpuc.dialects.top.base import ints, real, text
 from tpuc.dialects.tpu.mirror import tpu_op
+from tpuc.dialects.tpu.mirrored import (
+    AddConstOp,
+    ArgOp,
+    BatchNormOp,
+    ClipOp,
+    CompareConstOp,
+    CompareOp,
+    Depth2SpaceOp,
+    DivOp,
+    EluOp,
+    ExpandOp,
+    FlattenOp,
+    GatherOp,
+    GELUOp,
+    GroupNormOp,
+    GRUOp,
+    HardSigmoidOp,
+    InstanceNormOp,
+    InterpOp,
+    LayerNormOp,
+    LeakyReluOp,
+    LRNOp,
+    LSTMOp,
+    MaxOp,
+    MinOp,
+    MulConstOp,
+    NotOp,
+    PadOp,
+    PermuteOp,
+    PowOp,
+    PowTensorOp,
+    PReluOp,
+    ReciprocalOp,
+    ReluOp,
+    ReshapeOp,
+    ScaleOp,
+    SigmoidOp,
+    SliceOp,
+    SoftmaxOp,
+    SplitOp,
+    SqueezeOp,
+    SubConstOp,
+    TileOp,
+    TopKOp,
+    UnsqueezeOp,
+    UpsampleOp,
+    WhereOp,
+)
+from tpuc.dialects.traits import FloatFormOf, HasCanonicalizationPatterns, Mirrors
 
 
-def requant_fields() -> dict:
-    """Requantization parameters of an integer op."""
-    return {
-        "multiplier": ints(),
-        "rshift": ints(),
-        "quant_mode": text("MultiplierShift"),
-        "round_mode": text("HalfAwayFromZero"),
-    }
+class Requantized(TensorOp):
+    """Requantization parameters of an integer op (see the module docstring)."""
+
+    multiplier = ints()
+    rshift = ints()
+    quant_mode = text("MultiplierShift")
+    round_mode = text("HalfAwayFromZero")
 
 
 # --- compute ops with requantization ------------------------------------------------
 
-Conv2DOp = tpu_op("Conv2D", top.ConvOp, "Convolution (1-3 spatial dims).", **requant_fields())
-DeconvOp = tpu_op("Deconv", top.DeconvOp, "Transposed convolution.", **requant_fields())
-MatMulOp = tpu_op("MatMul", top.MatMulOp, "Batched matmul.", **requant_fields())
-Pool2DOp = tpu_op(
-    "Pool2D",
-    top.AvgPoolOp,
-    "Max or average pooling, by `pool_mode` (Max | Avg).",
-    pool_mode=text("Max"),
-    **requant_fields(),
-)
-AddOp = tpu_op("Add", top.AddOp, "Sum (coeff folded into multipliers).", **requant_fields())
-SubOp = tpu_op("Sub", top.SubOp, "lhs − rhs.", **requant_fields())
-MulOp = tpu_op("Mul", top.MulOp, "Product.", **requant_fields())
-ConcatOp = tpu_op("Concat", top.ConcatOp, "Concatenation.", **requant_fields())
-ReduceOp = tpu_op("Reduce", top.ReduceOp, "Reduction by `mode`.", **requant_fields())
 
-# --- float-only or pass-through mirrors ------------------------------------------------
+@tpu_op(top.ConvOp)
+class Conv2DOp(Requantized):
+    """Convolution (1-3 spatial dims)."""
 
-_MIRRORED = {
-    "Max": top.MaxOp,
-    "Min": top.MinOp,
-    "Div": top.DivOp,
-    "PowTensor": top.PowTensorOp,
-    "Compare": top.CompareOp,
-    "AddConst": top.AddConstOp,
-    "SubConst": top.SubConstOp,
-    "MulConst": top.MulConstOp,
-    "CompareConst": top.CompareConstOp,
-    "Where": top.WhereOp,
-    "Scale": top.ScaleOp,
-    "Relu": top.ReluOp,
-    "LeakyRelu": top.LeakyReluOp,
-    "PRelu": top.PReluOp,
-    "Sigmoid": top.SigmoidOp,
-    "GELU": top.GELUOp,
-    "HardSigmoid": top.HardSigmoidOp,
-    "Elu": top.EluOp,
-    "Reciprocal": top.ReciprocalOp,
-    "Pow": top.PowOp,
-    "Not": top.NotOp,
-    "Clip": top.ClipOp,
-    "Softmax": top.SoftmaxOp,
-    "BatchNorm": top.BatchNormOp,
-    "LayerNorm": top.LayerNormOp,
-    "InstanceNorm": top.InstanceNormOp,
-    "GroupNorm": top.GroupNormOp,
-    "LRN": top.LRNOp,
-    "Split": top.SplitOp,
-    "Slice": top.SliceOp,
-    "Reshape": top.ReshapeOp,
-    "Flatten": top.FlattenOp,
-    "Squeeze": top.SqueezeOp,
-    "Unsqueeze": top.UnsqueezeOp,
-    "Permute": top.PermuteOp,
-    "Depth2Space": top.Depth2SpaceOp,
-    "Pad": top.PadOp,
-    "Upsample": top.UpsampleOp,
-    "Interp": top.InterpOp,
-    "Tile": top.TileOp,
-    "Expand": top.ExpandOp,
-    "Gather": top.GatherOp,
-    "Arg": top.ArgOp,
-    "TopK": top.TopKOp,
-    "LSTM": top.LSTMOp,
-    "GRU": top.GRUOp,
-}
+    name = "tpu.Conv2D"
 
-MIRRORS: dict[type, type] = {
-    top.ConvOp: Conv2DOp,
-    top.DeconvOp: DeconvOp,
-    top.MatMulOp: MatMulOp,
-    top.AddOp: AddOp,
-    top.SubOp: SubOp,
-    top.MulOp: MulOp,
-    top.ConcatOp: ConcatOp,
-    top.ReduceOp: ReduceOp,
-}
-"""TOP op class -> the TPU op class with the same operands and attributes."""
 
-for _name, _source in _MIRRORED.items():
-    _cls = tpu_op(_name, _source, f"The TPU form of top.{_name} (same attributes).")
-    globals()[f"{_name}Op"] = _cls
-    MIRRORS[_source] = _cls
+@tpu_op(top.DeconvOp)
+class DeconvOp(Requantized):
+    """Transposed convolution."""
+
+    name = "tpu.Deconv"
+
+
+@tpu_op(top.MatMulOp)
+class MatMulOp(Requantized):
+    """Batched matmul."""
+
+    name = "tpu.MatMul"
+
+
+@tpu_op(fields_from=top.AvgPoolOp)
+class Pool2DOp(Requantized):
+    """Max or average pooling, by `pool_mode` (Max | Avg)."""
+
+    name = "tpu.Pool2D"
+    pool_mode = text("Max")
+    traits = traits_def(FloatFormOf((top.MaxPoolOp, top.AvgPoolOp)))
+
+
+@tpu_op(top.AddOp)
+class AddOp(Requantized):
+    """Sum (coeff folded into multipliers)."""
+
+    name = "tpu.Add"
+
+
+@tpu_op(top.SubOp)
+class SubOp(Requantized):
+    """lhs − rhs."""
+
+    name = "tpu.Sub"
+
+
+@tpu_op(top.MulOp)
+class MulOp(Requantized):
+    """Product."""
+
+    name = "tpu.Mul"
+
+
+@tpu_op(top.ConcatOp)
+class ConcatOp(Requantized):
+    """Concatenation."""
+
+    name = "tpu.Concat"
+
+
+@tpu_op(top.ReduceOp)
+class ReduceOp(Requantized):
+    """Reduction by `mode`."""
+
+    name = "tpu.Reduce"
+
 
 # --- activations without parameters -----------------------------------------------------
 
@@ -160,75 +190,142 @@ ACTIVE_MODES: dict[str, type] = {
 }
 """tpu.Active `mode` -> the TOP op it computes (TPU-MLIR's ActiveMode names)."""
 
-ActiveOp = tpu_op(
-    "Active",
-    None,
-    "A parameterless activation chosen by `mode` (see ACTIVE_MODES).",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    mode=text(),
-)
+
+@tpu_op()
+class ActiveOp(TensorOp):
+    """A parameterless activation chosen by `mode` (see ACTIVE_MODES)."""
+
+    name = "tpu.Active"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    mode = text()
+    traits = traits_def(FloatFormOf(ACTIVE_MODES.values()))
+
 
 # --- precision changes -------------------------------------------------------------------
 
-CastOp = tpu_op(
-    "Cast",
-    None,
-    "Conversion to the result type: float -> quantized is "
-    "clamp(round(x/S) + Z); quantized -> float is S·(q − Z) rounded to the "
-    "float type; float -> float rounds (f16/bf16: to nearest even). `to` "
-    "(from top.Cast: INT32, BOOL …) first converts values as TOP does.",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    round_mode=text("HalfAwayFromZero"),
-    to=text(),
-)
-LutOp = tpu_op(
-    "Lut",
-    None,
-    "Table lookup on an 8-bit input: out = table[q − qmin_in]; `table` is a "
-    "weight of 256 output values (or C x 256: one table per channel, axis 1).",
-    input=operand_def(AnyTensor),
-    table=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-)
-RequantIntOp = tpu_op(
-    "RequantInt",
-    None,
-    "Integer rescale: requant(q − Z_in, multiplier, rshift) + Z_out.",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    **requant_fields(),
-)
-RequantIntAxisOp = tpu_op(
-    "RequantIntAxis",
-    None,
-    "RequantInt with one multiplier/rshift per channel (axis 1).",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    **requant_fields(),
-)
-RequantFpOp = tpu_op(
-    "RequantFp",
-    None,
-    "Integer rescale through a float32 scale: clamp(round((q − Z_in)·scale) + Z_out).",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    scale=real(1.0),
-    round_mode=text("HalfAwayFromZero"),
-)
-DequantIntOp = tpu_op(
-    "DequantInt",
-    None,
-    "Quantized -> float by an integer multiplier and shift: "
-    "(q − Z_in)·multiplier / 2^rshift, rounded to the float result type.",
-    input=operand_def(AnyTensor),
-    output=result_def(AnyTensor),
-    **requant_fields(),
-)
 
-TPU_OPS: list[type] = [
-    *MIRRORS.values(),
+@tpu_op()
+class CastOp(TensorOp):
+    """Conversion to the result type: float -> quantized is clamp(round(x/S) + Z);
+    quantized -> float is S·(q − Z) rounded to the float type; float -> float
+    rounds (f16/bf16: to nearest even). `to` (from top.Cast: INT32, BOOL …)
+    first converts values as TOP does."""
+
+    name = "tpu.Cast"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    round_mode = text("HalfAwayFromZero")
+    to = text()
+    traits = traits_def(FloatFormOf((top.CastOp,)), HasCanonicalizationPatterns())
+
+
+@tpu_op()
+class LutOp(TensorOp):
+    """Table lookup on an 8-bit input: out = table[q − qmin_in]; `table` is a
+    weight of 256 output values (or C x 256: one table per channel, axis 1)."""
+
+    name = "tpu.Lut"
+    input = operand_def(AnyTensor)
+    table = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+
+
+@tpu_op()
+class RequantIntOp(Requantized):
+    """Integer rescale: requant(q − Z_in, multiplier, rshift) + Z_out."""
+
+    name = "tpu.RequantInt"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    traits = traits_def(HasCanonicalizationPatterns())
+
+
+@tpu_op()
+class RequantIntAxisOp(Requantized):
+    """RequantInt with one multiplier/rshift per channel (axis 1)."""
+
+    name = "tpu.RequantIntAxis"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+
+
+@tpu_op()
+class RequantFpOp(TensorOp):
+    """Integer rescale through a float32 scale: clamp(round((q − Z_in)·scale) + Z_out)."""
+
+    name = "tpu.RequantFp"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+    scale = real(1.0)
+    round_mode = text("HalfAwayFromZero")
+
+
+@tpu_op()
+class DequantIntOp(Requantized):
+    """Quantized -> float by an integer multiplier and shift:
+    (q − Z_in)·multiplier / 2^rshift, rounded to the float result type."""
+
+    name = "tpu.DequantInt"
+    input = operand_def(AnyTensor)
+    output = result_def(AnyTensor)
+
+
+TPU_OPS: list[type[TensorOp]] = [
+    Conv2DOp,
+    DeconvOp,
+    MatMulOp,
+    AddOp,
+    SubOp,
+    MulOp,
+    ConcatOp,
+    ReduceOp,
+    MaxOp,
+    MinOp,
+    DivOp,
+    PowTensorOp,
+    CompareOp,
+    AddConstOp,
+    SubConstOp,
+    MulConstOp,
+    CompareConstOp,
+    WhereOp,
+    ScaleOp,
+    ReluOp,
+    LeakyReluOp,
+    PReluOp,
+    SigmoidOp,
+    GELUOp,
+    HardSigmoidOp,
+    EluOp,
+    ReciprocalOp,
+    PowOp,
+    NotOp,
+    ClipOp,
+    SoftmaxOp,
+    BatchNormOp,
+    LayerNormOp,
+    InstanceNormOp,
+    GroupNormOp,
+    LRNOp,
+    SplitOp,
+    SliceOp,
+    ReshapeOp,
+    FlattenOp,
+    SqueezeOp,
+    UnsqueezeOp,
+    PermuteOp,
+    Depth2SpaceOp,
+    PadOp,
+    UpsampleOp,
+    InterpOp,
+    TileOp,
+    ExpandOp,
+    GatherOp,
+    ArgOp,
+    TopKOp,
+    LSTMOp,
+    GRUOp,
     Pool2DOp,
     ActiveOp,
     CastOp,
@@ -238,3 +335,21 @@ TPU_OPS: list[type] = [
     RequantFpOp,
     DequantIntOp,
 ]
+
+MIRRORS: dict[type, type] = {
+    trait.source: cls for cls in TPU_OPS if (trait := cls.get_trait(Mirrors)) is not None
+}
+"""TOP op class -> the TPU op class with the same operands and attributes."""
+
+
+def float_forms(top_class: type) -> tuple[type[TensorOp], ...]:
+    """The TPU ops that declare themselves the float form of a TOP op class
+    (their `Mirrors` or `FloatFormOf` trait)."""
+    forms = []
+    for cls in TPU_OPS:
+        mirror, formed = cls.get_trait(Mirrors), cls.get_trait(FloatFormOf)
+        if (mirror is not None and mirror.source is top_class) or (
+            formed is not None and top_class in formed.sources
+        ):
+            forms.append(cls)
+    return tuple(forms)

@@ -20,6 +20,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
+from tpuc.dialects.top.shape_infer import infer_op_shapes
 from tpuc.errors import TpucError
 from tpuc.frontends.onnx import graph as g
 from tpuc.frontends.onnx.folding import fold_node
@@ -343,6 +344,4 @@ def _all_names(graph: GraphProto) -> set[str]:
 def _infer(op: Operation) -> None:
     """Fill unknown result types with tpuc's shape rules (a TpucError from
     them names an op whose operands do not fit: the model is bad)."""
-    from tpuc.passes.shape_infer import infer_op_shapes
-
     infer_op_shapes(op)

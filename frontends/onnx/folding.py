@@ -16,19 +16,16 @@ import numpy as np
 from onnx import NodeProto, helper, numpy_helper
 
 from tpuc.frontends.onnx.registry import attr_dict
+from tpuc.registry import Registry
 
 Folder = Callable[[NodeProto, dict[str, Any], list[Any]], list[np.ndarray]]
 
-FOLDERS: dict[str, Folder] = {}
+FOLDERS: Registry[str, Folder] = Registry("ONNX constant folders")
 
 
-def folder(*op_types: str) -> Callable[[Folder], Folder]:
-    def register(fn: Folder) -> Folder:
-        for t in op_types:
-            FOLDERS[t] = fn
-        return fn
-
-    return register
+def folder(*op_types: str, priority: int = 0) -> Callable[[Folder], Folder]:
+    """Register a numpy evaluation of each ONNX op type."""
+    return FOLDERS.register(*op_types, priority=priority)
 
 
 def fold_node(node: NodeProto, inputs: Sequence[np.ndarray | None], opsets: dict[str, int]) -> list:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tpuc.registry import Registry
+
 if TYPE_CHECKING:
     from onnx import NodeProto
 
@@ -17,21 +19,15 @@ if TYPE_CHECKING:
 
 ConverterFn = Callable[["OnnxConverter", "NodeProto"], None]
 
-CONVERTERS: dict[str, ConverterFn] = {}
+CONVERTERS: Registry[str, ConverterFn] = Registry("ONNX converters")
 
 
-def converter(*op_types: str) -> Callable[[ConverterFn], ConverterFn]:
+def converter(*op_types: str, priority: int = 0) -> Callable[[ConverterFn], ConverterFn]:
     """Register `fn` as the converter of each ONNX op type given."""
-
-    def register(fn: ConverterFn) -> ConverterFn:
-        for op_type in op_types:
-            CONVERTERS[op_type] = fn
-        return fn
-
-    return register
+    return CONVERTERS.register(*op_types, priority=priority)
 
 
-def load_converters() -> dict[str, ConverterFn]:
+def load_converters() -> Registry[str, ConverterFn]:
     """Import every family module once so that the table is complete."""
     from tpuc.frontends.onnx import (  # noqa: F401
         control,

@@ -26,6 +26,8 @@ CONST_FORM: dict[type[TensorOp], type[TensorOp]] = {
 class ScalarConstToConstOp(RewritePattern):
     """Mul(x, c) / Add(x, c) with a one-element weight c -> MulConst / AddConst."""
 
+    roots = tuple(CONST_FORM)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         const_kind = CONST_FORM.get(type(op))
         if const_kind is None or len(op.operands) != 2:
@@ -52,6 +54,8 @@ MERGE: dict[type[TensorOp], Callable[[float, float], float]] = {
 class MergeConstChain(RewritePattern):
     """MulConst(MulConst(x, a), b) -> MulConst(x, a*b); AddConst likewise.
     The inner op stays if something else reads it."""
+
+    roots = tuple(MERGE)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         merge = MERGE.get(type(op))

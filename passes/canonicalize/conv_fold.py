@@ -90,6 +90,8 @@ class BatchNormToScale(RewritePattern):
     """BatchNorm -> Scale with s = gamma/sqrt(var+eps), b = beta - mean*s
     (a Scale after a Conv then folds into it)."""
 
+    roots = (top.BatchNormOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.BatchNormOp, rewriter: PatternRewriter) -> None:
         mean, var = constant(op.mean), constant(op.variance)
@@ -114,6 +116,8 @@ class BatchNormToScale(RewritePattern):
 
 
 class ScaleIntoConv(RewritePattern):
+    roots = (top.ScaleOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.ScaleOp, rewriter: PatternRewriter) -> None:
         conv = foldable_conv(op.input, op)
@@ -125,6 +129,8 @@ class ScaleIntoConv(RewritePattern):
 
 
 class MulConstIntoConv(RewritePattern):
+    roots = (top.MulConstOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.MulConstOp, rewriter: PatternRewriter) -> None:
         conv = foldable_conv(op.input, op)
@@ -134,6 +140,8 @@ class MulConstIntoConv(RewritePattern):
 
 
 class AddConstIntoConv(RewritePattern):
+    roots = (top.AddConstOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.AddConstOp, rewriter: PatternRewriter) -> None:
         conv = foldable_conv(op.input, op)
@@ -144,6 +152,8 @@ class AddConstIntoConv(RewritePattern):
 
 class AddChannelIntoConv(RewritePattern):
     """Add(conv, c) with c constant per output channel -> conv bias + c."""
+
+    roots = (top.AddOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.AddOp, rewriter: PatternRewriter) -> None:
@@ -160,6 +170,8 @@ class AddChannelIntoConv(RewritePattern):
 
 class MulChannelToScale(RewritePattern):
     """Mul(x, c) with c constant per channel ([C,1,1], [1,C,1,1]) -> Scale."""
+
+    roots = (top.MulOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.MulOp, rewriter: PatternRewriter) -> None:

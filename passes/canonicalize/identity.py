@@ -18,17 +18,14 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.passes.canonicalize.common import absorb, can_absorb_into, is_returned, only_user_is
+from tpuc.registry import Registry
 
-IDENTITY_RULES: dict[type[TensorOp], Callable[[TensorOp], bool]] = {}
+IDENTITY_RULES: Registry[type[TensorOp], Callable[[TensorOp], bool]] = Registry("identity rules")
 """Op class -> whether this instance returns its input unchanged."""
 
 
-def identity_when(kind: type[TensorOp]):
-    def register(fn: Callable[[TensorOp], bool]):
-        IDENTITY_RULES[kind] = fn
-        return fn
-
-    return register
+def identity_when(kind: type[TensorOp], priority: int = 0):
+    return IDENTITY_RULES.register(kind, priority=priority)
 
 
 def _in_shape(op: TensorOp) -> tuple[int, ...] | None:
@@ -117,6 +114,11 @@ def _reshape(op: TensorOp) -> bool:
 
 
 class RemoveIdentity(RewritePattern):
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in IDENTITY_RULES."""
+        return tuple(IDENTITY_RULES)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = IDENTITY_RULES.get(type(op))
         if rule is None or not rule(op):

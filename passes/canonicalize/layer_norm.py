@@ -66,6 +66,8 @@ def _match(op: top.DivOp):
 
 
 class FuseLayerNorm(RewritePattern):
+    roots = (top.DivOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.DivOp, rewriter: PatternRewriter) -> None:
         found = _match(op)
@@ -103,6 +105,8 @@ def _affine_operand(op, norm: top.LayerNormOp):
 
 class LayerNormAffine(RewritePattern):
     """LayerNorm · weight → weight operand; then + bias → bias operand."""
+
+    roots = (top.MulOp, top.AddOp)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, top.MulOp | top.AddOp) or len(op.inputs) != 2:

@@ -25,6 +25,8 @@ from tpuc.passes.canonicalize.common import (
 
 
 class AddIntoMatMulBias(RewritePattern):
+    roots = (top.AddOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.AddOp, rewriter: PatternRewriter) -> None:
         for x, c in operand_pairs(op):

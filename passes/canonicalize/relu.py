@@ -13,35 +13,19 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
+from tpuc.dialects.traits import FusesRelu, with_trait
 from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
+from tpuc.registry import Registry
 
-FUSES_RELU: tuple[type[TensorOp], ...] = (
-    top.ConvOp,
-    top.DeconvOp,
-    top.MatMulOp,
-    top.AddOp,
-    top.SubOp,
-    top.MulOp,
-    top.AddConstOp,
-    top.MulConstOp,
-    top.ScaleOp,
-    top.BatchNormOp,
-    top.ConcatOp,
-    top.MaxPoolOp,
-    top.AvgPoolOp,
-)
+FUSES_RELU = with_trait(top.TOP_OPS, FusesRelu)
 """Ops whose kernels apply `do_relu`/`relu_limit` to their output."""
 
-RELU_LIMIT: dict[type[TensorOp], Callable[[TensorOp], float | None]] = {}
+RELU_LIMIT: Registry[type[TensorOp], Callable[[TensorOp], float | None]] = Registry("relu limit")
 """Op class -> the ReLU upper limit it amounts to (None: not a ReLU)."""
 
 
-def relu_limit_of(kind: type[TensorOp]):
-    def register(fn: Callable[[TensorOp], float | None]):
-        RELU_LIMIT[kind] = fn
-        return fn
-
-    return register
+def relu_limit_of(kind: type[TensorOp], priority: int = 0):
+    return RELU_LIMIT.register(kind, priority=priority)
 
 
 @relu_limit_of(top.ReluOp)
@@ -62,6 +46,11 @@ def _clip(op: TensorOp) -> float | None:
 
 class FuseRelu(RewritePattern):
     """relu(producer(x)) -> producer(x) {do_relu, relu_limit}."""
+
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in RELU_LIMIT."""
+        return tuple(RELU_LIMIT)
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = RELU_LIMIT.get(type(op))

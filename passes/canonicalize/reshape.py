@@ -12,19 +12,18 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.passes.canonicalize.common import producer, set_operand
+from tpuc.registry import Registry
 
 Shape = tuple[int, ...]
 
-RESHAPE_RULES: dict[type[TensorOp], Callable[[TensorOp, Shape], Shape]] = {}
+RESHAPE_RULES: Registry[type[TensorOp], Callable[[TensorOp, Shape], Shape]] = Registry(
+    "reshape rules"
+)
 """Op class -> its result shape given the input shape."""
 
 
-def reshape_rule(kind: type[TensorOp]):
-    def register(fn: Callable[[TensorOp, Shape], Shape]):
-        RESHAPE_RULES[kind] = fn
-        return fn
-
-    return register
+def reshape_rule(kind: type[TensorOp], priority: int = 0):
+    return RESHAPE_RULES.register(kind, priority=priority)
 
 
 def _axes(axes: Sequence[int] | None, rank: int) -> list[int]:
@@ -59,6 +58,11 @@ class ShapeOpToReshape(RewritePattern):
     The result type is kept (shape-infer owns types); only the `shape`
     attribute is computed when the result is not typed yet."""
 
+    @property
+    def roots(self) -> tuple[type, ...]:
+        """The op classes with a rule in RESHAPE_RULES."""
+        return tuple(RESHAPE_RULES)
+
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         rule = RESHAPE_RULES.get(type(op))
         if rule is None:
@@ -78,6 +82,8 @@ class ShapeOpToReshape(RewritePattern):
 class ReshapeOfReshape(RewritePattern):
     """Reshape(Reshape(x)) -> Reshape(x): the outer shape does not depend on
     the inner one (its -1 resolves from the element count)."""
+
+    roots = (top.ReshapeOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: top.ReshapeOp, rewriter: PatternRewriter) -> None:

@@ -111,6 +111,8 @@ def requant_between(
 class RemoveNoopCast(RewritePattern):
     """Cast(x: T) -> T is x."""
 
+    roots = (tpu.CastOp,)
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tpu.CastOp, rewriter: PatternRewriter) -> None:
         if plain_cast(op) and element(op.input) == element(op.output):
@@ -120,6 +122,8 @@ class RemoveNoopCast(RewritePattern):
 class FoldQuantRoundTrip(RewritePattern):
     """Cast(quant A -> float) -> Cast(float -> quant B): one RequantInt from
     A to B (nothing at all when A == B)."""
+
+    roots = (tpu.CastOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tpu.CastOp, rewriter: PatternRewriter) -> None:
@@ -136,6 +140,8 @@ class FoldQuantRoundTrip(RewritePattern):
 class DropWideningRoundTrip(RewritePattern):
     """Cast(A -> f32) -> Cast(f32 -> A) for A = f16/bf16 is the identity (f32
     holds every A); Cast(f32 -> A) -> Cast(A -> f32) rounds and stays."""
+
+    roots = (tpu.CastOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tpu.CastOp, rewriter: PatternRewriter) -> None:
@@ -168,6 +174,8 @@ class MergeRequantInt(RewritePattern):
     """RequantInt(A -> B) -> RequantInt(B -> C): one RequantInt(A -> C),
     when B's range holds C's (else B's saturation would be lost) and both
     round alike. One rounding instead of two."""
+
+    roots = (tpu.RequantIntOp,)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tpu.RequantIntOp, rewriter: PatternRewriter) -> None:

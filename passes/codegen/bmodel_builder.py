@@ -30,6 +30,7 @@ from tpuc.bmodel import (
     bmodel_time,
 )
 from tpuc.dialects import top
+from tpuc.dialects.traits import Leaf
 from tpuc.dtypes import STORAGE
 from tpuc.errors import TpucError
 from tpuc.ir import main_function, tensor_names
@@ -45,8 +46,6 @@ from tpuc.module_state import ModuleState, require_state
 from tpuc.passes.codegen.commands import op_commands, tensor_record, tiu_command
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
-
-LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
 
 
 def body_ops(module: ModuleOp) -> list[Operation]:
@@ -114,7 +113,7 @@ def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValu
     modes = module_attr(module, "subnet_modes", None) or ["TPU"]
     members: dict[int, list[tuple[int, Operation]]] = {i: [] for i in range(len(modes))}
     for layer_id, op in enumerate(ops):
-        if isinstance(op, LEAVES):
+        if op.has_trait(Leaf):
             continue
         sid = subnet_of(op) or 0  # no subnet-divide attribute: the only subnet
         if sid not in members:
@@ -207,7 +206,7 @@ def tensor_locations(module: ModuleOp) -> list[dict]:
                     "scale": record.scale,
                     "zero_point": record.zero_point,
                     "quantized": bool(record.flags & TENSOR_QUANTIZED),
-                    "subnet": (subnet_of(op) or 0) if not isinstance(op, LEAVES) else None,
+                    "subnet": (subnet_of(op) or 0) if not op.has_trait(Leaf) else None,
                 }
             )
     return rows

@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import from_attr, shape_of
+from tpuc.dialects.traits import InPlaceView, with_trait
 from tpuc.errors import TpucError
 from tpuc.ir import element_of, kind_of
 from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
@@ -36,11 +37,13 @@ from tpuc.isa.records import (
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
 from tpuc.passes.address_assign import address_of
+from tpuc.registry import Registry
 
 SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
 """Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
 
-RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)
+RESHAPES = with_trait(tpu.TPU_OPS, InPlaceView)
+"""Reshapes address-assign may keep in place (a copy when it could not)."""
 
 
 def address(value: SSAValue) -> int:
@@ -87,9 +90,15 @@ def op_params(op: Operation, merged: bool) -> dict:
     return params
 
 
+def opcode_of(op_class: type[Operation]) -> int | None:
+    """The opcode of the one command an op of this class becomes (None:
+    tpuc's instruction set has none, codegen cannot emit it)."""
+    return OP_CODES.get(op_class.name)
+
+
 def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Command:
     """One compute command for the op (CPU subnets use the same layout)."""
-    code = OP_CODES.get(op.name)
+    code = opcode_of(type(op))
     if code is None:
         raise TpucError(f"{op.name} '{_name(op)}' has no command in tpuc's instruction set")
     merged = bool(op.attributes.get("coeff_merged"))
@@ -136,16 +145,12 @@ def copy_command(src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command
 # --- data movement as DMA -------------------------------------------------------------
 
 CopyRule = Callable[[Operation, int], list[Command] | None]
-COPY_RULES: dict[type[Operation], CopyRule] = {}
+COPY_RULES: Registry[type[Operation], CopyRule] = Registry("copy rules")
 
 
-def copy_rule(*classes: type[Operation]):
-    def register(fn: CopyRule) -> CopyRule:
-        for cls in classes:
-            COPY_RULES[cls] = fn
-        return fn
-
-    return register
+def copy_rule(*classes: type[Operation], priority: int = 0) -> Callable[[CopyRule], CopyRule]:
+    """Register a DMA form of each op class (it may decline: None)."""
+    return COPY_RULES.register(*classes, priority=priority)
 
 
 def _same_type(op: Operation) -> bool:

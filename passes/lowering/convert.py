@@ -21,13 +21,12 @@ from tpuc.chips import Chip, get_chip
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.quant import CalibratedQuantizedType
+from tpuc.dialects.traits import Leaf
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.ir import element_of
 from tpuc.passes.lowering.context import Lowering, LoweringState, type_tag
-from tpuc.passes.lowering.registry import PREPARERS, Rule, find_rule
+from tpuc.passes.lowering.registry import PREPARERS, Rule, fallback_mode, find_rule
 from tpuc.passes.shape_infer import set_type
-
-LEAVES = (top.InputOp, top.WeightOp, top.NoneOp)
 
 
 def op_modes(
@@ -43,8 +42,9 @@ def op_modes(
         mode = qtable.get(op.names[0], default)
         chip.check_mode(mode)
         rule = find_rule(op, mode, chip)
-        if rule is None and mode == "INT8":
-            mode = chip.float_fallback
+        fallback = fallback_mode(mode, chip)
+        if rule is None and fallback is not None:
+            mode = fallback
             rule = find_rule(op, mode, chip)
         if rule is None:
             unsupported.setdefault(op.name, []).append(op.names[0])
@@ -98,7 +98,7 @@ class ConvertTopToTpuPass(ModulePass):
         funcs = [f for f in op.ops if isinstance(f, FuncOp)]
         for func in funcs:
             ops = [o for o in func.body.block.ops if isinstance(o, TensorOp)]
-            lowered = [o for o in ops if not isinstance(o, LEAVES)]
+            lowered = [o for o in ops if not o.has_trait(Leaf)]
             modes, rules = op_modes(lowered, mode, qtable, chip)
             calibrated = _calibrated(ops)
             if "INT8" in modes.values() and not calibrated:

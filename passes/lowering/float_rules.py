@@ -12,28 +12,23 @@ from xdsl.dialects.builtin import f32
 
 from tpuc.chips import FLOAT_MODES
 from tpuc.dialects import top, tpu
+from tpuc.dialects.traits import F32Operands, F32Results
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
-
-F32_OPERANDS: dict[type, set[int]] = {
-    top.ConvOp: {2},
-    top.DeconvOp: {2},
-    top.MatMulOp: {2},
-    top.GatherOp: {1},
-    top.ScaleOp: {2},
-}
-"""Operands read in f32 whatever the mode: biases and indices."""
-
-F32_RESULTS: dict[type, set[int]] = {top.ArgOp: {0}, top.TopKOp: {1}}
-"""Results that are indices, kept in f32."""
 
 POOL_MODES = {top.MaxPoolOp: "Max", top.AvgPoolOp: "Avg"}
 ACTIVE_MODE_OF = {source: mode for mode, source in tpu.ACTIVE_MODES.items()}
 
 
+def _indices(op, trait: type[F32Operands] | type[F32Results]) -> tuple[int, ...]:
+    """The operand or result indices the op's trait keeps in f32."""
+    found = op.get_trait(trait)
+    return found.indices if found is not None else ()
+
+
 def float_operands(lw: Lowering) -> list:
     """Every operand in the op's float type, except the f32 ones."""
-    keep = F32_OPERANDS.get(type(lw.op), set())
+    keep = _indices(lw.op, F32Operands)
     values = []
     for i, value in enumerate(lw.op.operands):
         if i not in keep or lw.is_none(i):
@@ -46,7 +41,7 @@ def float_operands(lw: Lowering) -> list:
 
 
 def float_results(lw: Lowering) -> list:
-    keep = F32_RESULTS.get(type(lw.op), set())
+    keep = _indices(lw.op, F32Results)
     return [
         lw.result_type(i, f32 if i in keep else lw.float_type) for i in range(len(lw.op.results))
     ]

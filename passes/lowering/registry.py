@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from xdsl.ir import Operation
 
 from tpuc.chips import Chip
+from tpuc.registry import Registry
 
 if TYPE_CHECKING:
     from tpuc.passes.lowering.context import Lowering
@@ -26,7 +27,9 @@ Applies = Callable[[Operation], bool]
 """Whether a rule can lower this particular op (e.g. AvgPool only when every
 window has the same size); when it cannot, INT8 falls back to float."""
 
-RULES: dict[tuple[type[Operation], str, str | None], tuple[Rule, Applies | None]] = {}
+RULES: Registry[tuple[type[Operation], str, str | None], tuple[Rule, Applies | None]] = Registry(
+    "lowering rules"
+)
 
 
 def lowering(
@@ -34,6 +37,7 @@ def lowering(
     modes: Iterable[str],
     family: str | None = None,
     when: Applies | None = None,
+    priority: int = 0,
 ) -> Callable[[Rule], Rule]:
     """Register `fn` as the rule of each op class in each mode (for every
     chip, or only for chips of `family`), for the ops `when` accepts."""
@@ -42,7 +46,7 @@ def lowering(
     def register(fn: Rule) -> Rule:
         for cls in op_classes:
             for mode in modes:
-                RULES[(cls, mode, family)] = (fn, when)
+                RULES.add((cls, mode, family), (fn, when), priority)
         return fn
 
     return register
@@ -60,17 +64,33 @@ def preparer(fn: Preparer) -> Preparer:
     return fn
 
 
-def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
-    """The chip family's rule if there is one, else the generic rule; None
-    when neither exists or accepts `op`."""
+def registered_rule(
+    op_class: type[Operation], mode: str, chip: Chip
+) -> tuple[Rule, Applies | None] | None:
+    """The chip family's (rule, when) for ops of `op_class` if there is one,
+    else the generic one; None when neither is registered."""
     _load_rules()
     for family in (chip.family, None):
-        entry = RULES.get((type(op), mode, family))
-        if entry is None:
-            continue
-        rule, applies = entry
-        return rule if applies is None or applies(op) else None
+        entry = RULES.get((op_class, mode, family))
+        if entry is not None:
+            return entry
     return None
+
+
+def find_rule(op: Operation, mode: str, chip: Chip) -> Rule | None:
+    """The rule `registered_rule` finds for `op`, None when there is none
+    or its `when` does not accept `op`."""
+    entry = registered_rule(type(op), mode, chip)
+    if entry is None:
+        return None
+    rule, applies = entry
+    return rule if applies is None or applies(op) else None
+
+
+def fallback_mode(mode: str, chip: Chip) -> str | None:
+    """The mode an op runs in when it has no rule for `mode`: INT8 falls
+    back to the chip's float mode; float modes have no fallback."""
+    return chip.float_fallback if mode == "INT8" else None
 
 
 _LOADED = False
@@ -98,4 +118,13 @@ RULE_MODULES = [
 ]
 """Modules whose import registers lowering rules."""
 
-__all__ = ["PREPARERS", "RULES", "Rule", "find_rule", "lowering", "preparer"]
+__all__ = [
+    "PREPARERS",
+    "RULES",
+    "Rule",
+    "fallback_mode",
+    "find_rule",
+    "lowering",
+    "preparer",
+    "registered_rule",
+]

@@ -15,11 +15,12 @@ from tpuc.cali_table import CaliEntry
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
 from tpuc.interp.top_interpreter import Step, activation_name
+from tpuc.registry import Registry
 
 Entries = dict[str, CaliEntry]
 Rule = Callable[[Step, Entries], None]
 
-RULES: dict[type, Rule] = {}
+RULES: Registry[type, Rule] = Registry("calibration rules")
 
 PASS_THROUGH = (*top.VALUE_MOVES, top.MaxPoolOp)
 """Ops whose every output value is one of their input's values."""
@@ -27,13 +28,9 @@ PASS_THROUGH = (*top.VALUE_MOVES, top.MaxPoolOp)
 UNIT_RANGE = (top.SigmoidOp, top.HardSigmoidOp, top.SoftmaxOp)
 
 
-def rule(*op_types: type) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for op_type in op_types:
-            RULES[op_type] = fn
-        return fn
-
-    return register
+def rule(*op_types: type, priority: int = 0) -> Callable[[Rule], Rule]:
+    """Register `fn` as the table rule of each op class."""
+    return RULES.register(*op_types, priority=priority)
 
 
 @rule(*PASS_THROUGH)
@@ -53,6 +50,7 @@ def _unit_range(step: Step, entries: Entries) -> None:
             entries[name] = CaliEntry(1.0, 0.0, 1.0)
 
 
+@rule(top.ReluOp)
 def _non_negative(step: Step, entries: Entries) -> None:
     for name in step.names:
         entry = entries.get(name)
@@ -61,9 +59,6 @@ def _non_negative(step: Step, entries: Entries) -> None:
         high = max(entry.max, 0.0)
         threshold = min(entry.threshold, high) if high > 0 else entry.threshold
         entries[name] = CaliEntry(threshold, 0.0, high)
-
-
-RULES[top.ReluOp] = _non_negative
 
 
 def apply_rules(steps: Iterable[Step], entries: Entries) -> Entries:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tpuc.calibration.stats import TensorStats
 from tpuc.errors import TpucError
+from tpuc.registry import Registry
 
 ZERO_TENSOR_THRESHOLD = 1e-5  # TPU-MLIR's threshold for an all-zero tensor
 KL_EPSILON = 1e-12  # Q where P > 0 but the merged level is empty
@@ -40,14 +41,14 @@ class Method:
     help: str
 
 
-METHODS: dict[str, Method] = {}
+METHODS: Registry[str, Method] = Registry("calibration methods")
 
 
 def register(name: str, *, histogram: bool, moments: bool = False, help: str):
     """Decorator: add `fn(stats) -> float` to METHODS under `name`."""
 
     def wrap(fn: Callable[[TensorStats], float]) -> Callable[[TensorStats], float]:
-        METHODS[name] = Method(name, fn, histogram, moments, help)
+        METHODS.add(name, Method(name, fn, histogram, moments, help))
         return fn
 
     return wrap

@@ -24,25 +24,22 @@ import numpy as np
 
 from tpuc.calibration.collect import SampleInputs
 from tpuc.dialects import top
+from tpuc.dialects.traits import IndexOperands, Untuned, WeightAxes
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import Step, TopInterpreter, activation_name
 from tpuc.numerics import fake_quant, fake_quant_per_channel
 
-WEIGHT_AXES: dict[type, dict[int, int | None]] = {
-    top.ConvOp: {1: 0},  # filter [oc, ic/g, kh, kw]: per output channel
-    top.DeconvOp: {1: None},
-    top.MatMulOp: {1: None},
-}
-"""Weight operands INT8 lowering quantizes, and the axis of their scales."""
 
-INDEX_OPERANDS: dict[type, tuple[int, ...]] = {
-    top.GatherOp: (1,),
-    top.WhereOp: (0,),
-}
-"""Operands holding indices or conditions: never fake-quantized."""
+def _weight_axes(op) -> dict[int, int | None]:
+    """Weight operands INT8 lowering quantizes -> the axis of their scales."""
+    found = op.get_trait(WeightAxes)
+    return found.axes if found is not None else {}
 
-UNTUNED = (top.InputOp, top.ArgOp, top.CompareOp, top.CompareConstOp, top.NotOp, top.TopKOp)
-"""Ops whose output is an index or boolean: a distance on it means nothing."""
+
+def _index_operands(op) -> tuple[int, ...]:
+    """Operands holding indices or conditions: never fake-quantized."""
+    found = op.get_trait(IndexOperands)
+    return found.indices if found is not None else ()
 
 
 @dataclass
@@ -74,9 +71,9 @@ class Tuner:
                 self.candidates[i] = tuned
 
     def _candidates(self, i, step: Step, thresholds, absmax, steps) -> list[Candidate]:
-        if step.leaf or isinstance(step.op, UNTUNED) or type(step.op) not in KERNELS:
+        if step.leaf or step.op.has_trait(Untuned) or type(step.op) not in KERNELS:
             return []
-        skip = INDEX_OPERANDS.get(type(step.op), ())
+        skip = _index_operands(step.op)
         found = []
         for j, value in enumerate(step.operands):
             name = activation_name(value)
@@ -129,7 +126,7 @@ def _fake_weights(step: Step, args: list) -> dict[int, np.ndarray]:
     by operand index."""
     return {
         j: fake_quant_per_channel(args[j], axis)
-        for j, axis in WEIGHT_AXES.get(type(step.op), {}).items()
+        for j, axis in _weight_axes(step.op).items()
         if j < len(args) and isinstance(step.operands[j].owner, top.WeightOp)
     }
 

@@ -20,6 +20,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import shape_of
+from tpuc.dialects.traits import Leaf
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.executor import Executor
@@ -70,7 +71,7 @@ class Step:
 
 
 def _leaf(op: Operation) -> bool:
-    return isinstance(op, top.InputOp | top.WeightOp | top.NoneOp)
+    return op.has_trait(Leaf)
 
 
 Observer = Callable[[Step, list, list[np.ndarray]], None]

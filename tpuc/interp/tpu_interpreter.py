@@ -56,11 +56,17 @@ def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
 
 
 def tpu_kernel_for(op, kind: str):
-    """The kernel of a TPU module's op: TPU_KERNELS by (class, kind), or a
-    TOP op in float by its TOP kernel rounded to its type (None: none)."""
-    fn = TPU_KERNELS.get((type(op), kind))
-    if fn is None and kind == "float" and type(op) in KERNELS:
-        fn = rounded(KERNELS[type(op)])
+    """The kernel of a TPU module's op (see `tpu_kernel_of`)."""
+    return tpu_kernel_of(type(op), kind)
+
+
+def tpu_kernel_of(op_class: type, kind: str):
+    """The kernel of an op class in a TPU module: TPU_KERNELS by (class,
+    kind), or a TOP op in float by its TOP kernel rounded to its type
+    (None: none)."""
+    fn = TPU_KERNELS.get((op_class, kind))
+    if fn is None and kind == "float" and op_class in KERNELS:
+        fn = rounded(KERNELS[op_class])
     return fn
 
 

@@ -14,22 +14,18 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
+from tpuc.registry import Registry
+
 Array = np.ndarray
 KernelResult = Array | tuple[Array, ...]
 Kernel = Callable[[Any, list[Array | None]], KernelResult]
 
-KERNELS: dict[type[Operation], Kernel] = {}
+KERNELS: Registry[type[Operation], Kernel] = Registry("float kernels")
 
 
-def kernel(*op_classes: type[Operation]) -> Callable[[Kernel], Kernel]:
+def kernel(*op_classes: type[Operation], priority: int = 0) -> Callable[[Kernel], Kernel]:
     """Register `fn` as the float kernel of each op class."""
-
-    def register(fn: Kernel) -> Kernel:
-        for cls in op_classes:
-            KERNELS[cls] = fn
-        return fn
-
-    return register
+    return KERNELS.register(*op_classes, priority=priority)
 
 
 def fused_relu(op: Any, x: Array) -> Array:

@@ -1,14 +1,13 @@
 """Kernels of the TPU dialect, keyed by (op class, kind): see `registry`.
 
 Importing this package registers every kernel family in `TPU_KERNELS`.
-`data_ops` claims the Max/Min modes of tpu.Pool2D and tpu.Reduce and hands
-the other modes to the int kernel registered before it: import it after the
-compute kernels (alphabetical order does).
+`data_ops` claims the Max/Min modes of tpu.Pool2D and tpu.Reduce at a
+higher priority and hands the other modes to the compute kernels below.
 """
 
 from tpuc.interp.tpu_kernels import (  # noqa: F401  (imported to register kernels)
     cast_ops,
-    compute,  # before data_ops
+    compute,
     data_ops,
     float_ops,
 )

@@ -111,21 +111,23 @@ def gather(op, args: list[Array]) -> Array:
 def claim_modes(tpu_cls: type, key: str, modes: Sequence[str], top_cls: type) -> None:
     """Make the int kernel of `tpu_cls` run TOP's `top_cls` kernel on stored
     integers when op.<key> is one of `modes`, and leave the other modes to
-    the int kernel registered before (the compute kernels: averages, sums)."""
-    fallback = TPU_KERNELS.get((tpu_cls, "int"))
+    the int kernel below it in priority (the compute kernels: averages,
+    sums), looked up when first needed so that import order does not matter."""
     mine = moved(top_cls)
+    below: list = []
 
     def run(op, args: list[Array]) -> KernelResult:
         mode = op.value(key)
         if mode in modes:
             return mine(op, args)
-        if fallback is None:
+        if not below:
+            below.append(next(iter(TPU_KERNELS.all((tpu_cls, "int"))[1:]), None))
+        if below[0] is None:
             raise TpucError(f"{op.name} '{op.names[0]}': no integer kernel for {key} {mode!r}")
-        return fallback(op, args)
+        return below[0](op, args)
 
-    TPU_KERNELS[(tpu_cls, "int")] = run
+    tpu_kernel(tpu_cls, priority=1)(run)
 
 
-# Must run after the compute kernels registered theirs (see __init__).
 claim_modes(tpu.Pool2DOp, "pool_mode", ("Max",), top.MaxPoolOp)
 claim_modes(tpu.ReduceOp, "mode", ("ReduceMax", "ReduceMin"), top.ReduceOp)

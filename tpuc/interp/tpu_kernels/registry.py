@@ -10,7 +10,7 @@ arrive as float64.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from xdsl.dialects.builtin import BFloat16Type, Float16Type
@@ -21,23 +21,19 @@ from tpuc.interp.kernels.registry import Array, Kernel
 from tpuc.ir import element_of
 from tpuc.numerics import f64_to_bf16, f64_to_f16, requantize, round_half_away, saturate
 from tpuc.qparams import QuantParams
+from tpuc.registry import Registry
 
 KINDS = ("float", "int")
 
-TPU_KERNELS: dict[tuple[type[Operation], str], Kernel] = {}
+TPU_KERNELS: Registry[tuple[type[Operation], str], Kernel] = Registry("TPU kernels")
 
 
-def tpu_kernel(*op_classes: type[Operation], kinds: Iterable[str] = ("int",)):
+def tpu_kernel(
+    *op_classes: type[Operation], kinds: Iterable[str] = ("int",), priority: int = 0
+) -> Callable[[Kernel], Kernel]:
     """Register `fn` as the kernel of each op class for each kind."""
-    kinds = tuple(kinds)
-
-    def register(fn: Kernel) -> Kernel:
-        for cls in op_classes:
-            for kind in kinds:
-                TPU_KERNELS[(cls, kind)] = fn
-        return fn
-
-    return register
+    keys = [(cls, kind) for cls in op_classes for kind in kinds]
+    return TPU_KERNELS.register(*keys, priority=priority)
 
 
 def quant_of(value: SSAValue) -> QuantParams:

@@ -1,43 +1,30 @@
-"""The shape-rule registry, its helpers, and the rules of the elementwise,
-activation and normalization families.
+"""Shape-rule helpers and the rules of the elementwise, activation and
+normalization families.
 
 A rule maps an op and its operand shapes (None for a `none` operand) to its
-result shapes. Rules are registered per op class with `@shape_rule(...)`;
-`passes/shape_infer.py` applies them. A rule reports incompatible operands
-or attributes by raising `ShapeError` with what is wrong; the caller adds
-which op and tensor it is.
+result shapes. Each TOP op class names its rule in its traits
+(`HasShapeRule(shape_rules.conv)`), so these modules import no op class at
+load time; `shape_infer.infer_op_shapes` applies the rule. A rule reports
+incompatible operands or attributes by raising `ShapeError` with what is
+wrong; the caller adds which op and tensor it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from xdsl.ir import Operation
-
-from tpuc.dialects import top
+if TYPE_CHECKING:
+    from tpuc.dialects import top
 
 Shape: TypeAlias = tuple[int, ...]
 Shapes: TypeAlias = tuple[Shape | None, ...]
 ShapeRule: TypeAlias = Callable[[Any, Shapes], list[Shape]]
 
-SHAPE_RULES: dict[type[Operation], ShapeRule] = {}
-
 
 class ShapeError(Exception):
     """Operands or attributes an op cannot have; the message says why."""
-
-
-def shape_rule(*op_types: type[Operation]) -> Callable[[ShapeRule], ShapeRule]:
-    """Register the decorated function as the shape rule of `op_types`."""
-
-    def register(rule: ShapeRule) -> ShapeRule:
-        for op_type in op_types:
-            SHAPE_RULES[op_type] = rule
-        return rule
-
-    return register
 
 
 # --- helpers shared by the rule modules ------------------------------------------
@@ -117,18 +104,11 @@ def channels(shape: Shape) -> int:
 # --- same shape as the input -------------------------------------------------------
 
 
-@shape_rule(
-    top.InputOp,  # (its element type too: see infer_op_shapes)
-    *top.ELEMENTWISE_UNARY,
-    top.CastOp,
-    top.LRNOp,
-)
 def same_shape(op: Any, shapes: Shapes) -> list[Shape]:
     """Elementwise ops on one tensor keep its shape."""
     return [shapes[0]]
 
 
-@shape_rule(top.SoftmaxOp)
 def softmax(op: top.SoftmaxOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     if shape:
@@ -139,23 +119,20 @@ def softmax(op: top.SoftmaxOp, shapes: Shapes) -> list[Shape]:
 # --- broadcasting -----------------------------------------------------------------
 
 
-@shape_rule(top.AddOp, top.MulOp, top.MaxOp, top.MinOp)
 def variadic_broadcast(op: Any, shapes: Shapes) -> list[Shape]:
     """Multidirectional broadcasting of every input."""
     if not shapes:
         raise ShapeError("needs at least one input")
-    coeff = op.value("coeff") if isinstance(op, top.AddOp) else None
+    coeff = op.value("coeff") if op.name == "top.Add" else None
     if coeff is not None and len(coeff) != len(shapes):
         raise ShapeError(f"coeff has {len(coeff)} entries for {len(shapes)} inputs")
     return [broadcast(*shapes)]
 
 
-@shape_rule(top.SubOp, top.DivOp, top.PowTensorOp, top.CompareOp, top.WhereOp)
 def binary_broadcast(op: Any, shapes: Shapes) -> list[Shape]:
     return [broadcast(*shapes)]
 
 
-@shape_rule(top.PReluOp)
 def prelu(op: top.PReluOp, shapes: Shapes) -> list[Shape]:
     """The slope broadcasts to the input (one direction only, as ONNX)."""
     shape, slope = shapes
@@ -167,17 +144,15 @@ def prelu(op: top.PReluOp, shapes: Shapes) -> list[Shape]:
 # --- normalization and per-channel affine ---------------------------------------------
 
 
-@shape_rule(top.ScaleOp, top.InstanceNormOp)
 def per_channel_affine(op: top.ScaleOp | top.InstanceNormOp, shapes: Shapes) -> list[Shape]:
     """The two parameters hold one value per channel (axis 1)."""
     shape, first, bias = shapes
     need_rank(shape, 2)
-    need_size(first, shape[1], "scale" if isinstance(op, top.ScaleOp) else "weight")
+    need_size(first, shape[1], "scale" if op.name == "top.Scale" else "weight")
     need_size(bias, shape[1], "bias")
     return [shape]
 
 
-@shape_rule(top.BatchNormOp)
 def batch_norm(op: top.BatchNormOp, shapes: Shapes) -> list[Shape]:
     shape, *params = shapes
     need_rank(shape, 2)
@@ -186,7 +161,6 @@ def batch_norm(op: top.BatchNormOp, shapes: Shapes) -> list[Shape]:
     return [shape]
 
 
-@shape_rule(top.LayerNormOp)
 def layer_norm(op: top.LayerNormOp, shapes: Shapes) -> list[Shape]:
     """weight/bias broadcast to dims [axis, rank) (ONNX LayerNormalization)."""
     shape, weight, bias = shapes
@@ -198,7 +172,6 @@ def layer_norm(op: top.LayerNormOp, shapes: Shapes) -> list[Shape]:
     return [shape]
 
 
-@shape_rule(top.GroupNormOp)
 def group_norm(op: top.GroupNormOp, shapes: Shapes) -> list[Shape]:
     shape, weight, bias = shapes
     need_rank(shape, 2)

@@ -4,10 +4,9 @@ semantics; spatial attributes are fully resolved by the frontend)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpuc.dialects import top
-from tpuc.passes.shape_rules import (
+from tpuc.dialects.top.shape_rules import (
     Shape,
     ShapeError,
     Shapes,
@@ -16,8 +15,10 @@ from tpuc.passes.shape_rules import (
     int_list,
     need_rank,
     need_size,
-    shape_rule,
 )
+
+if TYPE_CHECKING:
+    from tpuc.dialects import top
 
 
 def _window_attrs(op: Any, spatial: int) -> tuple[list[int], list[int], list[int]]:
@@ -50,7 +51,6 @@ def _conv_operands(op: Any, shapes: Shapes) -> tuple[Shape, Shape, int]:
     return shape, weight, group
 
 
-@shape_rule(top.ConvOp)
 def conv(op: top.ConvOp, shapes: Shapes) -> list[Shape]:
     """[N, C, *in] * [OC, C/group, *k] -> [N, OC, *out] with
     out = (in + pad_begin + pad_end - dilation*(k-1) - 1) // stride + 1."""
@@ -75,7 +75,6 @@ def conv(op: top.ConvOp, shapes: Shapes) -> list[Shape]:
     return [(shape[0], out_channels, *out)]
 
 
-@shape_rule(top.DeconvOp)
 def deconv(op: top.DeconvOp, shapes: Shapes) -> list[Shape]:
     """[N, C, *in] * [C, OC/group, *k] -> [N, OC, *out] with
     out = stride*(in-1) + output_padding + dilation*(k-1) + 1 - pads."""
@@ -107,7 +106,6 @@ def deconv(op: top.DeconvOp, shapes: Shapes) -> list[Shape]:
     return [(shape[0], out_channels, *out)]
 
 
-@shape_rule(top.MaxPoolOp, top.AvgPoolOp)
 def pool(op: Any, shapes: Shapes) -> list[Shape]:
     """ONNX pooling; with ceil_mode the last window must start inside the
     input or its begin padding (onnxruntime's rule)."""
@@ -133,7 +131,6 @@ def pool(op: Any, shapes: Shapes) -> list[Shape]:
     return [(*shape[:2], *out)]
 
 
-@shape_rule(top.MatMulOp)
 def matmul(op: top.MatMulOp, shapes: Shapes) -> list[Shape]:
     """numpy.matmul shapes (1-D operands included), `right_transpose`
     swapping the last two dims of `right`; the bias broadcasts to the
@@ -185,11 +182,9 @@ def _recurrent(op: Any, shapes: Shapes, gates: int) -> list[Shape]:
     return [y, y_h, y_h][: len(op.results)]
 
 
-@shape_rule(top.LSTMOp)
 def lstm(op: top.LSTMOp, shapes: Shapes) -> list[Shape]:
     return _recurrent(op, shapes, gates=4)
 
 
-@shape_rule(top.GRUOp)
 def gru(op: top.GRUOp, shapes: Shapes) -> list[Shape]:
     return _recurrent(op, shapes, gates=3)

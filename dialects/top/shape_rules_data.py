@@ -4,9 +4,9 @@ ONNX semantics, with the attribute conventions of dialects/top.py)."""
 from __future__ import annotations
 
 from math import prod
+from typing import TYPE_CHECKING
 
-from tpuc.dialects import top
-from tpuc.passes.shape_rules import (
+from tpuc.dialects.top.shape_rules import (
     Shape,
     ShapeError,
     Shapes,
@@ -16,11 +16,12 @@ from tpuc.passes.shape_rules import (
     need_rank,
     normalize_axes,
     normalize_axis,
-    shape_rule,
 )
 
+if TYPE_CHECKING:
+    from tpuc.dialects import top
 
-@shape_rule(top.ConcatOp)
+
 def concat(op: top.ConcatOp, shapes: Shapes) -> list[Shape]:
     first = shapes[0]
     axis = normalize_axis(op.value("axis"), len(first))
@@ -34,7 +35,6 @@ def concat(op: top.ConcatOp, shapes: Shapes) -> list[Shape]:
     return [(*first[:axis], sum(s[axis] for s in shapes), *first[axis + 1 :])]
 
 
-@shape_rule(top.SplitOp)
 def split(op: top.SplitOp, shapes: Shapes) -> list[Shape]:
     """Pieces of `split_size` along `axis`, one per result; without
     split_size, equal pieces (the last one smaller, as ONNX num_outputs)."""
@@ -52,7 +52,6 @@ def split(op: top.SplitOp, shapes: Shapes) -> list[Shape]:
     return [(*shape[:axis], size, *shape[axis + 1 :]) for size in sizes]
 
 
-@shape_rule(top.SliceOp)
 def slice_(op: top.SliceOp, shapes: Shapes) -> list[Shape]:
     """input[offset:ends:steps] per axis with Python/numpy slice semantics:
     negative indices count from the end, out-of-range ones clamp."""
@@ -75,7 +74,6 @@ def slice_(op: top.SliceOp, shapes: Shapes) -> list[Shape]:
     ]
 
 
-@shape_rule(top.ReshapeOp)
 def reshape(op: top.ReshapeOp, shapes: Shapes) -> list[Shape]:
     """`shape` with at most one -1, inferred from the element count."""
     (shape,) = shapes
@@ -98,7 +96,6 @@ def reshape(op: top.ReshapeOp, shapes: Shapes) -> list[Shape]:
     return [tuple(target)]
 
 
-@shape_rule(top.FlattenOp)
 def flatten(op: top.FlattenOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     if not shape:
@@ -110,7 +107,6 @@ def flatten(op: top.FlattenOp, shapes: Shapes) -> list[Shape]:
     return [(*shape[:start], prod(shape[start : end + 1]), *shape[end + 1 :])]
 
 
-@shape_rule(top.SqueezeOp)
 def squeeze(op: top.SqueezeOp, shapes: Shapes) -> list[Shape]:
     """Drop the listed size-1 axes (all size-1 axes when none are listed)."""
     (shape,) = shapes
@@ -124,7 +120,6 @@ def squeeze(op: top.SqueezeOp, shapes: Shapes) -> list[Shape]:
     return [tuple(d for i, d in enumerate(shape) if i not in drop)]
 
 
-@shape_rule(top.UnsqueezeOp)
 def unsqueeze(op: top.UnsqueezeOp, shapes: Shapes) -> list[Shape]:
     """Insert size-1 axes; `axes` index the output (negative from its end)."""
     (shape,) = shapes
@@ -137,7 +132,6 @@ def unsqueeze(op: top.UnsqueezeOp, shapes: Shapes) -> list[Shape]:
     return [tuple(1 if i in insert else next(dims) for i in range(rank))]
 
 
-@shape_rule(top.PermuteOp)
 def permute(op: top.PermuteOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     order = op.value("order")
@@ -148,7 +142,6 @@ def permute(op: top.PermuteOp, shapes: Shapes) -> list[Shape]:
     return [tuple(shape[i] for i in order)]
 
 
-@shape_rule(top.Depth2SpaceOp)
 def depth2space(op: top.Depth2SpaceOp, shapes: Shapes) -> list[Shape]:
     """[N, C, H, W] -> [N, C/(bh*bw), H*bh, W*bw]; the inverse
     (SpaceToDepth) when `is_inversed`."""
@@ -167,7 +160,6 @@ def depth2space(op: top.Depth2SpaceOp, shapes: Shapes) -> list[Shape]:
     return [(n, c // (bh * bw), h * bh, w * bw)]
 
 
-@shape_rule(top.PadOp)
 def pad(op: top.PadOp, shapes: Shapes) -> list[Shape]:
     """`paddings` = all begins then all ends; negative ones crop."""
     (shape,) = shapes
@@ -179,7 +171,6 @@ def pad(op: top.PadOp, shapes: Shapes) -> list[Shape]:
     return [out]
 
 
-@shape_rule(top.UpsampleOp)
 def upsample(op: top.UpsampleOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     need_rank(shape, 2)
@@ -189,7 +180,6 @@ def upsample(op: top.UpsampleOp, shapes: Shapes) -> list[Shape]:
     return [(*shape[:-2], shape[-2] * scale_h, shape[-1] * scale_w)]
 
 
-@shape_rule(top.InterpOp)
 def interp(op: top.InterpOp, shapes: Shapes) -> list[Shape]:
     """[N, C, *spatial] -> [N, C, *target_shape]."""
     (shape,) = shapes
@@ -202,7 +192,6 @@ def interp(op: top.InterpOp, shapes: Shapes) -> list[Shape]:
     return [(*shape[:2], *target)]
 
 
-@shape_rule(top.TileOp)
 def tile(op: top.TileOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     repeats = op.value("tile")
@@ -211,7 +200,6 @@ def tile(op: top.TileOp, shapes: Shapes) -> list[Shape]:
     return [tuple(d * r for d, r in zip(shape, repeats, strict=True))]
 
 
-@shape_rule(top.ExpandOp)
 def expand(op: top.ExpandOp, shapes: Shapes) -> list[Shape]:
     """Bidirectional broadcast of the input with `shape` (ONNX Expand)."""
     (shape,) = shapes
@@ -221,7 +209,6 @@ def expand(op: top.ExpandOp, shapes: Shapes) -> list[Shape]:
     return [broadcast(shape, target)]
 
 
-@shape_rule(top.GatherOp)
 def gather(op: top.GatherOp, shapes: Shapes) -> list[Shape]:
     """numpy.take: the indices' shape replaces the gathered axis."""
     shape, indices = shapes
@@ -236,7 +223,6 @@ def _reduced(shape: Shape, axes: list[int], keepdims: bool) -> Shape:
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-@shape_rule(top.ReduceOp)
 def reduce(op: top.ReduceOp, shapes: Shapes) -> list[Shape]:
     """Reduce over `axes` (every axis when absent)."""
     (shape,) = shapes
@@ -245,14 +231,12 @@ def reduce(op: top.ReduceOp, shapes: Shapes) -> list[Shape]:
     return [_reduced(shape, axes, op.value("keepdims"))]
 
 
-@shape_rule(top.ArgOp)
 def arg(op: top.ArgOp, shapes: Shapes) -> list[Shape]:
     (shape,) = shapes
     axis = normalize_axis(op.value("axis"), len(shape))
     return [_reduced(shape, [axis], op.value("keepdims"))]
 
 
-@shape_rule(top.TopKOp)
 def topk(op: top.TopKOp, shapes: Shapes) -> list[Shape]:
     """values and indices: the input with K entries along `axis`."""
     (shape,) = shapes
