@@ -4,7 +4,7 @@ model_transform.py, run_calibration.py and model_deploy.py in each mode,
 and model_deploy's own check compares the TPU interpreter with TOP.
 
 `python regression/op_suite.py [--ops Conv,Add] [--modes F16,INT8]` prints a
-table; tests/test_op_suite.py runs the whole suite in CI (small shapes).
+table; tests/regression/test_op_suite.py runs the whole suite in CI (small shapes).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Shared fixtures: where the model files live.
 
+tests/ mirrors the package: tests/<package path>/test_<module>.py, the
+device simulator's in tests/runtime/, helper modules shared by several
+folders in tests/support/.
+
 Tests that need real models are marked `models` and take their paths from
 the `anchors` fixture, which reads `$TPUC_ANCHORS` (a folder built by
 `shared/anchors/make_anchor_models.py --out DIR`). Without it they are
@@ -11,11 +15,17 @@ skipped with that reason, never because a tpuc module failed to import:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ANCHORS_VARIABLE = "TPUC_ANCHORS"
+TESTS = Path(__file__).resolve().parent
+# Test helper modules (tests/support) and the regression scripts' model zoo
+# are imported by name from tests anywhere in the tree.
+sys.path[:0] = [str(TESTS / "support"), str(TESTS.parent / "regression")]
+pytest_plugins = ["tiny_cnn"]  # the `prepared` fixture (model_deploy, simulator tests)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,9 +61,6 @@ def anchors() -> Path:
 @pytest.fixture(scope="session")
 def zoo(anchors: Path) -> dict:
     """regression/model_zoo.py's models by name (fetched lazily), rooted at `anchors`."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "regression"))
     from model_zoo import all_models
 
     return all_models(anchors)

@@ -6,7 +6,6 @@ tensors, every method, tuning, reproducibility, and every bad request ending wit
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +13,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 from PIL import Image
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from tools_helpers import conv_model, one_line_error, run_main  # noqa: E402
 
 from tpuc.cali_table import read_table  # noqa: E402

@@ -2,13 +2,7 @@
 from the onnx package (seeded weights) through model_transform.py, every
 tensor compared with onnxruntime at cosine >= 0.99999."""
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "regression"))
-
 from model_zoo import light_model  # noqa: E402
 from run_transform import MIN_COS, measure  # noqa: E402
 

@@ -9,7 +9,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_model_deploy import prepared  # noqa: F401 - the tiny CNN fixture
 from tools_helpers import one_line_error, run_main
 
 from tpuc.tools import model_deploy, model_runner, model_transform, run_calibration

@@ -3,13 +3,7 @@ through model_transform, run_calibration and model_deploy in each bm1684x
 mode (F32, F16, BF16, INT8 symmetric and asymmetric); model_deploy compares
 the TPU interpreter with TOP under the mode's tolerance."""
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "regression"))
-
 from op_suite import CASES, MODES, run_case  # noqa: E402
 
 
