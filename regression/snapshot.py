@@ -93,6 +93,10 @@ def manifest(work: Path) -> dict[str, str]:
 
 def compare(before: Path, after: Path) -> int:
     a, b = json.loads(before.read_text()), json.loads(after.read_text())
+    # Only the models AFTER ran (a quick check may run a few of them).
+    models = {key.split(":")[0] for key in b["codes"]}
+    a["files"] = {k: v for k, v in a["files"].items() if k.split("/")[0] in models}
+    a["codes"] = {k: v for k, v in a["codes"].items() if k.split(":")[0] in models}
     same = [k for k in a["files"] if b["files"].get(k) == a["files"][k]]
     changed = sorted(k for k in a["files"] if k in b["files"] and k not in same)
     missing = sorted(set(a["files"]) - set(b["files"]))
