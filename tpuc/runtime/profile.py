@@ -137,7 +137,8 @@ class LayerCost:
     end: int
     tiu: int = 0  # cycles on each engine
     gdma: int = 0
-    macs: int = 0
+    macs: int = 0  # conv and matmul units
+    elements: int = 0  # other TIU units (window elements for pool and depthwise)
     dma_bytes: int = 0
 
     @property
@@ -163,6 +164,8 @@ def layer_costs(profile: Profile, names: Mapping[int, str] | None = None) -> lis
             cost.dma_bytes += span.task.work
         elif span.task.unit in (Unit.CONV, Unit.MATMUL):
             cost.macs += span.task.work
+        else:
+            cost.elements += span.task.work
     return sorted(layers.values(), key=lambda c: (c.start, c.layer_id))
 
 
@@ -190,3 +193,38 @@ def timeline_rows(profile: Profile, names: Mapping[int, str] | None = None) -> l
             }
         )
     return rows
+
+
+def profile_document(profile: Profile, names: Mapping[int, str] | None = None) -> dict:
+    """What `model_runner.py --profile` writes: totals, layers, the timeline."""
+    return {
+        "chip": profile.chip,
+        "clock_mhz": profile.timing.clock_mhz,
+        "cycles": profile.cycles,
+        "microseconds": profile.microseconds,
+        "tiu_busy": profile.busy_share(ENGINE_TIU),
+        "gdma_busy": profile.busy_share(ENGINE_GDMA),
+        "macs": profile.macs,
+        "dma_bytes": profile.dma_bytes,
+        "cpu_layers": profile.cpu_layers,
+        "timing_source": profile.timing.source,
+        "layers": [vars(cost) | {"cycles": cost.cycles} for cost in layer_costs(profile, names)],
+        "timeline": timeline_rows(profile, names),
+    }
+
+
+def top_layers(profile: Profile, names: Mapping[int, str] | None = None, count: int = 10):
+    """The `count` layers that take longest, as table lines."""
+    costs = sorted(layer_costs(profile, names), key=lambda c: (-c.cycles, c.start))[:count]
+    width = max([5, *(len(c.name) for c in costs)])
+    lines = [
+        f"{'layer':{width}}  {'op':16} {'cycles':>10} {'share':>6} {'TIU':>9} {'GDMA':>9} "
+        f"{'MACs':>13} {'elements':>11} {'DMA bytes':>11}"
+    ]
+    for c in costs:
+        share = c.cycles / profile.cycles if profile.cycles else 0.0
+        lines.append(
+            f"{c.name:{width}}  {c.op:16} {c.cycles:>10,} {share:>6.1%} {c.tiu:>9,} "
+            f"{c.gdma:>9,} {c.macs:>13,} {c.elements:>11,} {c.dma_bytes:>11,}"
+        )
+    return lines
