@@ -27,6 +27,7 @@ are made with run_deploy's `prepare` (model_transform + run_calibration).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import sys
 from dataclasses import dataclass
@@ -35,7 +36,22 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "regression")]
+sys.path.insert(0, str(HERE.parent / "regression"))
+
+
+def _bmodel_benchmark():
+    """benchmarks/bmodel.py (compile, files, timing helpers), loaded under a
+    name that does not shadow anything called `bmodel`."""
+    name = "bmodel_benchmark"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "bmodel.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+BENCH = _bmodel_benchmark()
 
 MODELS = ("resnet50", "ppocr_det", "ppocr_cls", "ppocr_rec", "smallcnn", "resblock")
 TARGETS = ("bm1684x:INT8", "bm1684x:F16", "bm1684x:BF16", "bm1684x:F32", "cv183x:INT8",
@@ -85,12 +101,10 @@ def roofline(profile, param, mode: str) -> tuple[int, int, int]:
 def measure(files, target, repeat: int, threads: int) -> Row:
     import tempfile
 
-    from bmodel import compile_target, feed_for, interleaved_medians, ort_session
-
     from tpuc.bmodel import read_bmodel
     from tpuc.runtime import estimate, load_bmodel
 
-    compiled, _, _ = compile_target(files, target)
+    compiled, _, _ = BENCH.compile_target(files, target)
     model = read_bmodel(compiled.bmodel, f"{files.name} {target}")
     profile = estimate(model, f"{files.name} {target}")
     param = model.nets[0].parameters[0]
@@ -100,10 +114,10 @@ def measure(files, target, repeat: int, threads: int) -> Row:
         path = Path(tmp) / f"{files.name}.bmodel"
         path.write_bytes(compiled.bmodel)
         program = load_bmodel(path, threads=threads)
-    feed = feed_for([d.name for d in param.inputs], inputs, "bmodel")
-    session = ort_session(files.onnx, threads)
-    ort_feed = feed_for([i.name for i in session.get_inputs()], inputs, str(files.onnx))
-    sim_s, ort_s = interleaved_medians(
+    feed = BENCH.feed_for([d.name for d in param.inputs], inputs, "bmodel")
+    session = BENCH.ort_session(files.onnx, threads)
+    ort_feed = BENCH.feed_for([i.name for i in session.get_inputs()], inputs, str(files.onnx))
+    sim_s, ort_s = BENCH.interleaved_medians(
         lambda: program.run(feed), lambda: session.run(None, ort_feed), repeat
     )
     return Row(files.name, str(target), profile.timing.clock_mhz, profile.cycles, compute,
@@ -129,21 +143,19 @@ def table_line(r: Row) -> str:
 
 def model_files(name: str, work: Path, anchors: Path):
     """run_deploy's files for `name`, prepared when missing."""
-    from bmodel import cached_files
     from model_zoo import anchor_model
     from run_deploy import prepare
 
     try:
-        return cached_files(name, work, anchors)
+        return BENCH.cached_files(name, work, anchors)
     except SystemExit:
         folder = work / name
         folder.mkdir(parents=True, exist_ok=True)
         prepare(anchor_model(name, anchors), folder, True, folder / "log.txt")
-        return cached_files(name, work, anchors)
+        return BENCH.cached_files(name, work, anchors)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bmodel import Target
     from model_zoo import ANCHORS, CACHE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="timed runs per side (median)")
     parser.add_argument("--threads", type=int, default=2, help="simulator and onnxruntime")
     args = parser.parse_args(argv)
-    targets = [Target.parse(t) for t in args.targets.split(",")]
+    targets = [BENCH.Target.parse(t) for t in args.targets.split(",")]
     rows = []
     for name in args.models.split(","):
         files = model_files(name, args.work, args.anchors)

@@ -25,10 +25,8 @@ def roofline():
 
 @pytest.mark.parametrize("target", ["bm1684x:INT8", "cv183x:BF16"])
 def test_estimate_is_above_the_roofline(roofline, layout, target):  # noqa: F811
-    from bmodel import Target
-
     files = roofline.model_files("tiny", layout / "work", layout / "anchors")
-    row = roofline.measure(files, Target.parse(target), 1, 1)
+    row = roofline.measure(files, roofline.BENCH.Target.parse(target), 1, 1)
     assert row.cycles >= row.bound > 0
     assert row.moved_bytes >= row.min_bytes > 0
     assert row.macs > 0 and row.limit in ("compute", "memory")
