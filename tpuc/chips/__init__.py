@@ -7,8 +7,9 @@ lowering rule registered for it (see passes/lowering/registry.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tpuc.chips import timing
 from tpuc.errors import TpucError
 
 FLOAT_MODES = ("F32", "F16", "BF16")
@@ -39,6 +40,7 @@ class Chip:
     round_mode: str  # requant rounding of the chip
     float_fallback: str  # float mode for ops without an accurate INT8 form
     float_epilogue: bool  # INT8 conv/matmul may dequantize its int32 result to float
+    timing: timing.Timing = field(compare=False)  # unit rates, clock, DMA bandwidths (cycle model)
 
     def check_mode(self, mode: str) -> None:
         """Fail, naming what the chip supports, when it cannot run `mode`."""
@@ -84,10 +86,42 @@ _CV18XX = dict(
 CHIPS: dict[str, Chip] = {
     chip.name: chip
     for chip in (
-        Chip("bm1684x", modes=MODES, npu_num=64, eu_bytes=64, lmem_bytes=256 * 1024, **_BM168X),
-        Chip("bm1688", modes=MODES, npu_num=32, eu_bytes=16, lmem_bytes=128 * 1024, **_BM168X),
-        Chip("cv183x", npu_num=32, eu_bytes=16, lmem_bytes=32 * 1024, gmem_bytes=2**30, **_CV18XX),
-        Chip("cv182x", npu_num=8, eu_bytes=16, lmem_bytes=32 * 1024, gmem_bytes=2**28, **_CV18XX),
+        Chip(
+            "bm1684x",
+            modes=MODES,
+            npu_num=64,
+            eu_bytes=64,
+            lmem_bytes=256 * 1024,
+            timing=timing.BM1684X,
+            **_BM168X,
+        ),
+        Chip(
+            "bm1688",
+            modes=MODES,
+            npu_num=32,
+            eu_bytes=16,
+            lmem_bytes=128 * 1024,
+            timing=timing.BM1688,
+            **_BM168X,
+        ),
+        Chip(
+            "cv183x",
+            npu_num=32,
+            eu_bytes=16,
+            lmem_bytes=32 * 1024,
+            gmem_bytes=2**30,
+            timing=timing.CV183X,
+            **_CV18XX,
+        ),
+        Chip(
+            "cv182x",
+            npu_num=8,
+            eu_bytes=16,
+            lmem_bytes=32 * 1024,
+            gmem_bytes=2**28,
+            timing=timing.CV182X,
+            **_CV18XX,
+        ),
     )
 }
 

@@ -12,7 +12,9 @@ Steps (each announced on one line):
    graph order below --tolerance;
 4. weight-reorder, subnet-divide, address-assign -> `<prefix>_final.mlir`
    (addresses on the tensor types) and `_final_weight.npz`; codegen -> the
-   bmodel (--model) and `<prefix>_tensor_location.json`;
+   bmodel (--model) and `<prefix>_tensor_location.json`; print the bmodel's
+   estimated latency on the chip (tpuc.runtime.profile: µs, cycles, TIU and
+   GDMA busy shares);
 5. with --test_input (unless --skip_validation): run the bmodel in the
    device simulator -> `<prefix>_model_outputs.npz`, which must equal the
    TPU interpreter's outputs bit for bit.
@@ -302,6 +304,7 @@ def deploy(req: Request) -> int:
             written.append(outputs)
             stages.done("save outputs")
         compiled = codegen(req, data, out, path, written)
+        say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
         stages.done("codegen")
         if check is not None and not req.skip_validation:
             bmodel_check = run_bmodel(req, compiled.bmodel, data.inputs, check.values)
@@ -341,6 +344,14 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     out.write_bytes(req.model, compiled.bmodel)
     written += [final_mlir, final_weights, locations, req.model]
     return compiled
+
+
+def estimate_latency(req: Request, bmodel: bytes) -> str:
+    """The bmodel's run time on its chip from the cycle model (no run needed)."""
+    from tpuc.bmodel import read_bmodel
+    from tpuc.runtime.profile import estimate
+
+    return estimate(read_bmodel(bmodel, str(req.model)), str(req.model)).summary()
 
 
 def run_bmodel(req: Request, bmodel: bytes, inputs, expected):

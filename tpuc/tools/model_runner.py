@@ -1,7 +1,7 @@
 """model_runner.py: run a model on an input npz and save the outputs as npz.
 
     model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx --output out.npz
-                    [--dump_all_tensors] [--out_fixed]
+                    [--dump_all_tensors] [--out_fixed] [--profile timeline.json]
 
 `.bmodel` runs in tpuc's device simulator (tpuc.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
@@ -9,7 +9,9 @@ weight npz named by `module.weight_file` must sit next to it); `.onnx` in
 onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved
 too (a bmodel needs the `_tensor_location.json` model_deploy wrote next to
 it). `--out_fixed` keeps the stored integers of quantized tensors instead of
-their real values. The input npz is keyed by the model's input names.
+their real values. `--profile FILE` (a .bmodel only) writes the cycle
+model's per-command timeline as JSON and prints the ten most expensive
+layers. The input npz is keyed by the model's input names.
 onnxruntime runs come from the ONNX frontend's `run_onnx`
 (tpuc.frontends.onnx.reference), the reference run of model_transform.py too.
 """
@@ -57,6 +59,12 @@ def build_parser():
         "--out_fixed",
         action="store_true",
         help="bmodel / TPU .mlir: save quantized tensors as their stored integers, not real values",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="bmodel: write the estimated per-command timeline (engine, layer, start and end "
+        "cycle, bytes or MACs) as JSON to FILE and print the ten most expensive layers",
     )
     return parser
 
@@ -149,14 +157,46 @@ def run(argv: list[str] | None = None) -> int:
     existing_file(args.input, "--input")
     inputs = load_npz(args.input)
     output = args.output or f"{model.stem}_output.npz"
-    if args.chip is not None and model.suffix.lower() != ".bmodel":
-        raise TpucError("--chip applies to a .bmodel only")
+    for flag, value in (("--chip", args.chip), ("--profile", args.profile)):
+        if value is not None and model.suffix.lower() != ".bmodel":
+            raise TpucError(f"{flag} applies to a .bmodel only")
     options = RunOptions(args.dump_all_tensors, args.out_fixed, args.chip)
     results = runner(str(model), inputs, options)
     with OutputSet(protected=(args.input, args.model)) as out:
         out.save_npz(output, results)
+        if args.profile is not None:
+            out.write_text(args.profile, profile_bmodel(str(model)))
     print(f"saved {len(results)} tensor(s) to {output}")
     return 0
+
+
+def profile_bmodel(model_path: str) -> str:
+    """The cycle model's timeline as JSON text; prints the totals and the
+    ten most expensive layers (named from _tensor_location.json if present)."""
+    import json
+
+    from tpuc.bmodel import load_bmodel_file
+    from tpuc.runtime.profile import estimate, profile_document, top_layers
+
+    profile = estimate(load_bmodel_file(model_path), model_path)
+    names = layer_names(model_path)
+    print(f"estimated latency: {profile.summary()}")
+    for line in top_layers(profile, names):
+        print(f"  {line}")
+    return json.dumps(profile_document(profile, names), indent=1) + "\n"
+
+
+def layer_names(model_path: str) -> dict[int, str]:
+    """layer_id -> first tensor name, from the bmodel's _tensor_location.json
+    (empty without one: layers are then called by number)."""
+    try:
+        rows = tensor_location(model_path)["tensors"]
+    except TpucError:
+        return {}
+    names: dict[int, str] = {}
+    for row in rows:
+        names.setdefault(int(row["layer_id"]), str(row["name"]))
+    return names
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,111 @@
+"""The cycle model on hand-computed cases (bm1684x figures, tpuc/chips/timing.py).
+
+bm1684x: TIU issue 64 cycles, GDMA latency 400 cycles; int8 conv 32·1024 ops
+per cycle (= 16384 MACs), f16 16·1024; DDR->DDR 28 GiB/s at 1 GHz =
+28·2^30/10^9 bytes per cycle.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from tpuc.chips import get_chip
+from tpuc.chips.timing import Direction, Unit, bytes_per_cycle, ops_per_cycle
+from tpuc.cost import ENGINE_GDMA, ENGINE_TIU, Job, Phase, Task, cycles, schedule
+from tpuc.errors import TpucError
+
+BM1684X = get_chip("bm1684x").timing
+
+# 1x64x56x56 output, 64 input channels, 3x3 kernel:
+# 56·56·64 outputs × 64·9 MACs each = 115,605,504 MACs = 231,211,008 ops.
+CONV_MACS = 56 * 56 * 64 * 64 * 9
+CONV = Task(Unit.CONV, CONV_MACS, element_bytes=1)
+# 1 MiB DDR->DDR: 2^20 / (28·2^30/10^9) = 10^9/28672 = 34877.2… -> 34878 cycles.
+MOVE = Task(Unit.DMA, 1 << 20, direction=Direction.DDR_TO_DDR)
+
+
+def test_rates_are_the_published_figures_in_ops_per_cycle():
+    assert ops_per_cycle(32) == 32768  # 32 "TOPS" of 1024·10^9 ops/s at 1 GHz
+    assert BM1684X.rate(Unit.CONV, 1) == 32768
+    assert BM1684X.rate(Unit.CONV, 2) == 16384
+    assert BM1684X.rate(Unit.CONV, 4) == 2048
+    assert BM1684X.rate(Unit.ARITH, 1) == 64 * 64  # lanes × int8 EU elements
+    assert BM1684X.rate(Unit.LUT, 2) == 64
+    assert bytes_per_cycle(58, 1000) == Fraction(58 * 2**30, 10**9)
+
+
+def test_one_conv():
+    # 231,211,008 ops / 32768 = 7056 cycles exactly, + 64 issue = 7120
+    assert cycles(CONV, BM1684X) == 7120
+    # f16: / 16384 = 14112, + 64 = 14176
+    assert cycles(Task(Unit.CONV, CONV_MACS, element_bytes=2), BM1684X) == 14176
+
+
+def test_one_dma():
+    # 34878 transfer + 400 latency
+    assert cycles(MOVE, BM1684X) == 35278
+    # 237,568 B DDR->LMEM: 232·1024·10^9/(58·2^30) = 4·10^9/2^20 = 3814.7 -> 3815, + 400
+    load = Task(Unit.DMA, 237568, direction=Direction.DDR_TO_LMEM)
+    assert cycles(load, BM1684X) == 4215
+
+
+def test_special_functions_cost_several_ops_per_element():
+    # 4096 f32 exps: 4096 × 16 ops / 1024 per cycle = 64, + 64 issue
+    assert cycles(Task(Unit.SFU, 4096, element_bytes=4), BM1684X) == 128
+
+
+def _streams(tiu_wait: int, gdma_wait: int) -> dict:
+    return {
+        ENGINE_TIU: [Job(tiu_wait, (Phase(CONV, "compute"),))],
+        ENGINE_GDMA: [Job(gdma_wait, (Phase(MOVE, "move"),))],
+    }
+
+
+def test_independent_pair_overlaps():
+    # neither waits: both start at 0; total = max(7120, 35278)
+    timeline = schedule(_streams(0, 0), BM1684X)
+    assert [(s.engine, s.start, s.end) for s in timeline.spans] == [
+        (ENGINE_TIU, 0, 7120),
+        (ENGINE_GDMA, 0, 35278),
+    ]
+    assert timeline.cycles == 35278
+    assert timeline.busy(ENGINE_TIU) == 7120
+
+
+def test_dependent_pair_adds_up():
+    # the move waits for TIU command 1: it starts at 7120; total = 7120 + 35278
+    timeline = schedule(_streams(0, 1), BM1684X)
+    assert timeline.spans[1].start == 7120
+    assert timeline.cycles == 42398
+    # the other way round: the conv waits for GDMA command 1
+    assert schedule(_streams(1, 0), BM1684X).cycles == 42398
+
+
+def test_phases_of_a_global_layer_run_in_sequence_on_their_engines():
+    load = Task(Unit.DMA, 237568, direction=Direction.DDR_TO_LMEM)  # 4215
+    job = Job(0, (Phase(load, "load"), Phase(CONV, "compute")))
+    timeline = schedule({ENGINE_TIU: [job]}, BM1684X, start=100)
+    assert [(s.engine, s.start, s.end) for s in timeline.spans] == [
+        (ENGINE_GDMA, 100, 4315),
+        (ENGINE_TIU, 4315, 11435),
+    ]
+    assert timeline.cycles == 4215 + 7120
+
+
+def test_waits_that_cannot_be_met_are_one_line():
+    with pytest.raises(TpucError, match="group 0: the TIU and GDMA streams wait"):
+        schedule(_streams(1, 1), BM1684X, what="group 0")
+
+
+def test_the_cost_model_imports_no_ir():
+    code = (
+        "import sys, tpuc.cost, tpuc.isa.units; "
+        "bad = [m for m in sys.modules if m.startswith(('xdsl', 'tpuc.dialects', 'tpuc.interp'))]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,82 @@
+"""Commands of today's instruction set as cycle-model work (tpuc/isa/units.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpuc.chips import get_chip
+from tpuc.chips.timing import Direction, Unit
+from tpuc.cost import ENGINE_TIU, Job, schedule
+from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
+from tpuc.isa.params import encode_params
+from tpuc.isa.records import (
+    ENGINE_GDMA,
+    RECORD_BYTES,
+    SPACE_LOCAL,
+    Command,
+    Header,
+    TensorRecord,
+)
+from tpuc.isa.records import (
+    ENGINE_TIU as TIU_CODE,
+)
+from tpuc.isa.units import UNITS, command_phases, compute_task
+
+BM1684X = get_chip("bm1684x").timing
+
+
+def conv(group: int = 1, space: int = 0) -> Command:
+    ic = oc = 64
+    params = encode_params({"kernel_shape": [3, 3], "group": group})
+    inp = TensorRecord(0x1000, "i8", (1, ic, 56, 56), space=space)
+    filt = TensorRecord(0x100000, "i8", (oc, ic // group, 3, 3), space=space)
+    out = TensorRecord(0x200000, "i8", (1, oc, 56, 56), space=space)
+    header = Header(OP_CODES["tpu.Conv2D"], TIU_CODE, 1, 0, 2, 1, len(params) // RECORD_BYTES)
+    return Command(header, [inp, filt], [out], params)
+
+
+def test_every_opcode_has_a_unit():
+    assert set(UNITS) == set(OP_CODES)
+    assert UNITS["tpu.Conv2D"] is Unit.CONV and UNITS["tpu.Lut"] is Unit.LUT
+    assert UNITS["tpu.Softmax"] is Unit.SFU and UNITS["tpu.RequantInt"] is Unit.CONVERT
+
+
+def test_conv_macs_from_shapes_and_kernel():
+    task = compute_task(conv())
+    assert (task.unit, task.work, task.element_bytes) == (Unit.CONV, 56 * 56 * 64 * 64 * 9, 1)
+
+
+def test_depthwise_conv_runs_on_the_pool_unit():
+    task = compute_task(conv(group=64))
+    assert (task.unit, task.work) == (Unit.POOL, 56 * 56 * 64 * 9)
+
+
+def test_a_global_conv_loads_computes_and_stores():
+    # load: input 200,704 B + filter 36,864 B = 237,568 B at 58 GiB/s -> 3815 + 400 = 4215
+    # compute: 115,605,504 MACs / 16384 per cycle = 7056 + 64 = 7120
+    # store: 200,704 B at 44 GiB/s = 4248.2 -> 4249 + 400 = 4649
+    phases = command_phases(conv())
+    assert [p.kind for p in phases] == ["load", "compute", "store"]
+    assert [p.task.work for p in (phases[0], phases[2])] == [237568, 200704]
+    timeline = schedule({ENGINE_TIU: [Job(0, phases)]}, BM1684X)
+    assert [s.cycles for s in timeline.spans] == [4215, 7120, 4649]
+    assert timeline.cycles == 15984
+
+
+def test_local_operands_cost_no_dma():
+    assert [p.kind for p in command_phases(conv(space=SPACE_LOCAL))] == ["compute"]
+
+
+def test_a_copy_is_one_move_in_its_direction():
+    src = TensorRecord(0x1000, "f32", (4, 8), (1, 4))  # a transposed view
+    dst = TensorRecord(0x0, "f32", (4, 8), space=SPACE_LOCAL)
+    cmd = Command(Header(GDMA_COPY, ENGINE_GDMA, 1, 0, 1, 1, 0), [src], [dst])
+    (phase,) = command_phases(cmd)
+    assert (phase.task.work, phase.task.direction) == (128, Direction.DDR_TO_LMEM)
+
+
+def test_unknown_opcode():
+    cmd = conv()
+    cmd.header = Header(0x3FF, TIU_CODE, 1, 0, 2, 1, 1)
+    with pytest.raises(ValueError, match="unknown opcode 0x3ff"):
+        command_phases(cmd)

@@ -1,0 +1,135 @@
+"""Today's opcodes on the cycle model's hardware unit classes.
+
+One table (`UNITS`: op name -> unit class) and the work each command does
+(MACs from shapes and kernel, elements, window elements, bytes), read from
+the command's tensor records and parameters alone. When the instruction set
+becomes engine-level, this module is what changes; tpuc.cost stays.
+
+Global layers (every TIU command today) keep their operands in DDR, so a
+TIU command is modelled as three phases: a DDR->LMEM load of every operand
+in global memory (weights included), the compute, an LMEM->DDR store of
+every result in global memory. Operands already in local memory (layer
+groups, later) cost no DMA. A GDMA_COPY is one move of its destination's
+bytes, its direction from the two records' memory spaces.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tpuc.chips.timing import Direction, Unit
+from tpuc.cost import Phase, Task
+from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
+from tpuc.isa.params import decode_params
+from tpuc.isa.records import SPACE_GLOBAL, Command, TensorRecord, element_bytes
+
+_CONV = ("Conv2D", "Conv", "Deconv")
+_MATMUL = ("MatMul", "LSTM", "GRU")
+_POOL = ("Pool2D", "MaxPool", "AvgPool", "Reduce")
+_LUT = ("Lut",)
+_CONVERT = ("Cast", "RequantInt", "RequantIntAxis", "RequantFp", "DequantInt")
+_SFU = (
+    "Sigmoid", "GELU", "Elu", "Reciprocal", "Pow", "PowTensor", "Div", "Softmax", "LayerNorm",
+    "InstanceNorm", "GroupNorm", "LRN", "Active", "SiLU", "Mish", "Softplus", "Tanh", "Exp",
+    "Log", "Sqrt", "Rsqrt", "Erf", "Sin", "Cos", "Arg", "TopK",
+)  # fmt: skip
+_NAMED = {
+    **dict.fromkeys(_CONV, Unit.CONV),
+    **dict.fromkeys(_MATMUL, Unit.MATMUL),
+    **dict.fromkeys(_POOL, Unit.POOL),
+    **dict.fromkeys(_LUT, Unit.LUT),
+    **dict.fromkeys(_CONVERT, Unit.CONVERT),
+    **dict.fromkeys(_SFU, Unit.SFU),
+}
+UNITS: dict[str, Unit] = {
+    name: _NAMED.get(name.split(".", 1)[1], Unit.ARITH) for name in OP_NAMES.values()
+}
+"""Op name of a TIU/CPU opcode -> its unit class. Everything not named
+above (add, mul, compare, select, ReLU-like, BatchNorm as scale-and-add,
+concat, pad, gather and the other data arrangements) is elementwise arith."""
+
+_DIRECTIONS = {
+    (True, True): Direction.DDR_TO_DDR,
+    (True, False): Direction.DDR_TO_LMEM,
+    (False, True): Direction.LMEM_TO_DDR,
+    (False, False): Direction.LMEM_TO_LMEM,
+}
+
+
+def elements(record: TensorRecord) -> int:
+    return math.prod(record.shape)
+
+
+def _global(record: TensorRecord) -> bool:
+    return record.space == SPACE_GLOBAL
+
+
+def _conv_work(cmd: Command, attrs: dict) -> tuple[Unit, int]:
+    """MACs of a convolution; a depthwise one runs on the pool unit."""
+    inp, filt, out = cmd.operands[0], cmd.operands[1], cmd.results[0]
+    if OP_NAMES[cmd.header.opcode].endswith("Deconv"):  # each input element feeds oc/g·k outputs
+        return Unit.CONV, elements(inp) * elements(filt) // max(inp.shape[1], 1)
+    macs = elements(out) * elements(filt) // max(out.shape[1], 1)
+    group = int(attrs.get("group", 1) or 1)
+    depthwise = group > 1 and group == inp.shape[1] == out.shape[1]
+    return (Unit.POOL if depthwise else Unit.CONV), macs
+
+
+def _matmul_work(cmd: Command) -> int:
+    name = OP_NAMES[cmd.header.opcode]
+    if name.endswith(("LSTM", "GRU")):  # (W + R) · x per time step and batch item
+        inp, filt, rec = cmd.operands[:3]
+        steps = elements(inp) // max(filt.shape[-1], 1)
+        return (elements(filt) + elements(rec)) * steps
+    inp, out = cmd.operands[0], cmd.results[0]
+    return elements(out) * (inp.shape[-1] if inp.shape else 1)
+
+
+def _pool_work(cmd: Command, attrs: dict) -> int:
+    if OP_NAMES[cmd.header.opcode].endswith("Reduce"):
+        return elements(cmd.operands[0])
+    return elements(cmd.results[0]) * math.prod(attrs.get("kernel_shape") or [1])
+
+
+def _widest(cmd: Command) -> int:
+    """Element bytes that set the rate: the widest activation operand or result."""
+    tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
+    return max((element_bytes(t.dtype) for t in tensors), default=1)
+
+
+def compute_task(cmd: Command) -> Task:
+    """The TIU work of a command (ValueError: unknown opcode, bad params)."""
+    name = OP_NAMES.get(cmd.header.opcode)
+    if name is None:
+        raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
+    unit = UNITS[name]
+    attrs = decode_params(cmd.params) if unit in (Unit.CONV, Unit.POOL) else {}
+    if unit is Unit.CONV:
+        unit, work = _conv_work(cmd, attrs)
+        return Task(unit, work, element_bytes(cmd.operands[0].dtype))
+    if unit is Unit.MATMUL:
+        return Task(unit, _matmul_work(cmd), element_bytes(cmd.operands[0].dtype))
+    if unit is Unit.POOL:
+        return Task(unit, _pool_work(cmd, attrs), _widest(cmd))
+    tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
+    return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
+
+
+def _move(nbytes: int, direction: Direction, kind: str) -> Phase:
+    return Phase(Task(Unit.DMA, nbytes, direction=direction), kind)
+
+
+def command_phases(cmd: Command) -> tuple[Phase, ...]:
+    """What a command does, phase by phase (module docstring)."""
+    if cmd.header.opcode == GDMA_COPY:
+        src, dst = cmd.operands[0], cmd.results[0]
+        direction = _DIRECTIONS[_global(src), _global(dst)]
+        return (_move(dst.nbytes, direction, "move"),)
+    loads = sum(t.nbytes for t in cmd.operands if not t.absent and _global(t))
+    stores = sum(t.nbytes for t in cmd.results if _global(t))
+    phases = [Phase(compute_task(cmd), "compute")]
+    if loads:
+        phases.insert(0, _move(loads, Direction.DDR_TO_LMEM, "load"))
+    if stores:
+        phases.append(_move(stores, Direction.LMEM_TO_DDR, "store"))
+    return tuple(phases)
