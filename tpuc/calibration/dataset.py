@@ -163,6 +163,8 @@ def _resolve(path: str, where: str, base: Path) -> str:
     beside = base / path
     if beside.is_file():
         return str(beside)
+    if Path(path).is_dir() or beside.is_dir():
+        raise TpucError(f"{where}: {path} is a folder; list one sample file per line")
     raise TpucError(f"{where}: no such file: {path}")
 
 
