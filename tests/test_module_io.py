@@ -40,3 +40,41 @@ def test_folder_is_not_a_module(tmp_path):
 
 def _denied(path):
     raise PermissionError(13, "Permission denied", str(path))
+
+
+def _conv_files(folder, weight_shape=(16, 16, 3, 3), text=None):
+    import numpy as np
+    from mlir_texts import CONV
+
+    np.savez(folder / "c_weight.npz", w=np.zeros(weight_shape, np.float32))
+    (folder / "c.mlir").write_text(text or CONV)
+    return folder / "c.mlir"
+
+
+def test_conv_module_loads(tmp_path):
+    module, store = load_module(_conv_files(tmp_path))
+    assert store["w"].shape == (16, 16, 3, 3)
+
+
+def test_weight_with_another_shape_than_declared(tmp_path):
+    path = _conv_files(tmp_path, weight_shape=(16, 144))
+    with pytest.raises(TpucError) as info:
+        load_module(path)
+    assert str(info.value) == (
+        f"{tmp_path / 'c_weight.npz'}: weight 'w' has shape [16, 144], "
+        "the module declares [16, 16, 3, 3]"
+    )
+
+
+def test_kernel_shape_that_contradicts_the_filter(tmp_path):
+    from mlir_texts import CONV
+
+    path = _conv_files(
+        tmp_path, text=CONV.replace("kernel_shape = [3, 3]", "kernel_shape = [5, 5]")
+    )
+    with pytest.raises(TpucError) as info:
+        load_module(path)
+    assert str(info.value) == (
+        f"{path}: invalid IR: top.Conv 'conv': kernel_shape [5, 5] does not match the filter's "
+        "[3, 3]"
+    )

@@ -1,5 +1,7 @@
 """Small TOP modules as text, and broken variants of them, for the loader tests."""
 
+# ruff: noqa: E501  (IR lines are as long as MLIR prints them)
+
 from __future__ import annotations
 
 GOOD = """builtin.module attributes {module.name = "m", module.state = "TOP_F32"} {
@@ -52,3 +54,16 @@ def broken_files(folder) -> dict[str, object]:
             path.write_text(content)
         paths[key] = path
     return paths
+
+
+CONV = """builtin.module attributes {module.name = "c", module.state = "TOP_F32", module.weight_file = "c_weight.npz"} {
+  func.func @main(%0: tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32> {
+    %1 = "top.Input"(%0) {name = "x"} : (tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+    %2 = "top.Weight"() {name = "w"} : () -> tensor<16x16x3x3xf32>
+    %3 = "top.None"() : () -> none
+    %4 = "top.Conv"(%1, %2, %3) {name = "conv", kernel_shape = [3, 3], pads = [1, 1, 1, 1]} : (tensor<1x16x8x8xf32>, tensor<16x16x3x3xf32>, none) -> tensor<1x16x8x8xf32>
+    func.return %4 : tensor<1x16x8x8xf32>
+  }
+}
+"""
+"""A conv whose filter lives in c_weight.npz (write it next to the text)."""
