@@ -136,3 +136,33 @@ def test_close_rtol_agrees_with_allclose():
             None,
         )
         assert close_rtol(a, b) == expected
+
+
+@pytest.mark.parametrize(
+    "target, ref, nans",
+    [
+        ([np.nan, 1.0], [np.nan, 1.0], (1, 1)),
+        ([np.nan, np.nan], [np.nan, np.nan], (2, 2)),
+        ([0.0, 1.0], [np.nan, 1.0], (0, 1)),
+    ],
+)
+def test_nan_is_never_equal(target, ref, nans):
+    from tpuc.compare import Verdict, compare_tensors
+
+    result = compare_tensors("t", np.array(target), np.array(ref))
+    assert (result.verdict, result.nans, result.passed) == (Verdict.NOT_SIMILAR, nans, False)
+
+
+def test_inf_against_the_same_inf_is_equal():
+    from tpuc.compare import Verdict, compare_tensors
+
+    a = np.array([np.inf, -np.inf, 1.0])
+    assert compare_tensors("t", a, a.copy()).verdict is Verdict.EQUAL
+
+
+def test_strings_are_not_compared():
+    from tpuc.compare import compare_tensors
+
+    with pytest.raises(TpucError) as info:
+        compare_tensors("t", np.array(["a"]), np.array(["a"]))
+    assert str(info.value) == "tensor 't' holds <U1 values; only real numbers can be compared"

@@ -90,3 +90,52 @@ def test_protected_input_is_refused(tmp_path):
         out.save_npz(given, {"a": np.zeros(3)})
     assert given.read_bytes() == b"input"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz"]
+
+
+# --- unreadable inputs say why (issue 16) ------------------------------------------------
+
+
+def test_npz_member_that_is_not_npy(tmp_path):
+    from bad_inputs import npz_with_text_member
+
+    path = npz_with_text_member(tmp_path / "t.npz")
+    with pytest.raises(TpucError) as info:
+        load_npz(path)
+    assert str(info.value) == f"{path}: member 'x.txt' is not an .npy array"
+
+
+def test_npz_without_read_permission(tmp_path, monkeypatch):
+    path = tmp_path / "a.npz"
+    np.savez(path, a=np.zeros(2))
+
+    def denied(*args, **kwargs):  # chmod 0 does not stop root
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(np, "load", denied)
+    with pytest.raises(TpucError) as info:
+        load_npz(path)
+    assert str(info.value) == f"{path}: permission denied"
+
+
+def test_npz_that_is_a_folder(tmp_path):
+    with pytest.raises(TpucError) as info:
+        load_npz(tmp_path)
+    assert str(info.value) == f"{tmp_path}: is a folder, not an npz file"
+
+
+def test_npz_with_pickled_objects(tmp_path):
+    path = tmp_path / "o.npz"
+    np.savez(path, a=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(TpucError) as info:
+        load_npz(path)
+    assert str(info.value) == f"{path}: holds Python objects (pickled), not numeric arrays"
+
+
+def test_failed_run_removes_the_folders_it_made(tmp_path):
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError), OutputSet() as out:
+        out.write_text(tmp_path / "a" / "b" / "x.txt", "x")
+        out.write_text(tmp_path / "kept" / "y.txt", "y")
+        raise RuntimeError("a later step failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+    assert not any((tmp_path / "kept").iterdir())

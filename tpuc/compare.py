@@ -19,6 +19,13 @@ euclidean similarity = 1 − ‖a−b‖ / ‖(a+b)/2‖;
 SQNR = 10·log10(var(ref) / var(ref − target)) dB, the reference being the
 second file (infinite when the noise has no variance).
 NaN counts as 0 and ±inf as ±10000 in the measures, like TPU-MLIR.
+
+A tensor holding NaN (in either file) is NOT_SIMILAR, whatever the measures
+say: a NaN is a failed computation, so two of them agreeing proves nothing.
+(TPU-MLIR's npz_tool calls NaN vs NaN CLOSE: its `np.array_equal` rejects
+NaN, then `np.allclose(..., equal_nan=True)` accepts it.) The line shows
+the NaN counts, and such rows stay out of the summary's minimum similarity.
+Only numeric tensors are compared: strings or complex numbers are an error.
 """
 
 from __future__ import annotations
@@ -91,6 +98,8 @@ class TensorResult:
     similarity: Similarity
     close_rtol: float | None = None
     ref_shape: tuple[int, ...] | None = None
+    nans: tuple[int, int] | None = None
+    """NaN counts (target, reference) when either holds NaN."""
 
     @property
     def passed(self) -> bool:
@@ -106,6 +115,8 @@ class TensorResult:
             return f"{head}  shape {list(self.shape)} vs {list(self.ref_shape or ())}"
         if self.verdict is Verdict.EQUAL:
             return head
+        if self.nans is not None:
+            return f"{head}  NaN: {self.nans[0]} in target, {self.nans[1]} in reference"
         s = self.similarity
         return f"{head}  cos {s.cosine:.6f}  euclid {s.euclid:.6f}  sqnr {format_db(s.sqnr)}"
 
@@ -213,6 +224,11 @@ def compare_tensors(
 ) -> TensorResult:
     """Judge `target` against `ref` (reshaped to ref's shape when sizes agree)."""
     target, ref = np.asarray(target), np.asarray(ref)
+    for array in (target, ref):
+        if array.dtype.kind not in "biuf":
+            raise TpucError(
+                f"tensor '{name}' holds {array.dtype} values; only real numbers can be compared"
+            )
     info = {"name": name, "shape": tuple(target.shape), "dtype": str(target.dtype)}
     if target.size != ref.size:
         nan = Similarity(math.nan, math.nan, math.nan)
@@ -230,9 +246,13 @@ def compare_tensors(
 
 
 def _judge_nonfinite(info: dict, a: np.ndarray, b: np.ndarray, tol: Tolerance) -> TensorResult:
-    """NaN/inf data: exact equality and allclose on the raw values, the
-    measures on cleaned copies."""
-    if np.array_equal(a, b, equal_nan=True):
+    """NaN/inf data: any NaN fails; else exact equality and allclose on the
+    raw values, the measures on cleaned copies."""
+    nans = (int(np.isnan(a).sum()), int(np.isnan(b).sum()))
+    if any(nans):
+        measures = similarity(a, b)
+        return TensorResult(**info, verdict=Verdict.NOT_SIMILAR, similarity=measures, nans=nans)
+    if np.array_equal(a, b):
         return TensorResult(**info, verdict=Verdict.EQUAL, similarity=IDENTICAL)
     return _verdict(info, similarity(a, b), close_rtol(a, b), tol)
 
@@ -274,7 +294,7 @@ class CompareResult:
     def min_similarity(self) -> tuple[float, float, float]:
         """(cos, euclid, sqnr) minima over SIMILAR/NOT_SIMILAR rows, as TPU-MLIR
         reports them; (1.0, 1.0, inf) when no row needed the measures."""
-        judged = [r.similarity for r in self.rows if r.verdict in _MEASURED]
+        judged = [r.similarity for r in self.rows if r.verdict in _MEASURED and r.nans is None]
         return (
             min((s.cosine for s in judged), default=1.0),
             min((s.euclid for s in judged), default=1.0),

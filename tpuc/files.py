@@ -10,6 +10,7 @@ never held in memory twice).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
@@ -63,16 +64,32 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """All arrays of an npz file; a missing or corrupt file is a TpucError."""
+    """All arrays of an npz file; a missing, unreadable or corrupt file, or a
+    member that is not an .npy array (numpy returns its raw bytes), is a
+    TpucError."""
+    if Path(path).is_dir():
+        raise TpucError(f"{path}: is a folder, not an npz file")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+            arrays = {key: data[key] for key in data.files}
     except FileNotFoundError:
         raise TpucError(f"{path}: no such file") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise TpucError(
-            f"{path}: not a readable npz file (truncated or not an npz archive)"
-        ) from None
+    except PermissionError:
+        raise TpucError(f"{path}: permission denied") from None
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise TpucError(f"{path}: holds Python objects (pickled), not numeric arrays") from None
+        raise _not_npz(path) from None
+    except (OSError, EOFError, zipfile.BadZipFile):
+        raise _not_npz(path) from None
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):
+            raise TpucError(f"{path}: member '{key}' is not an .npy array")
+    return arrays
+
+
+def _not_npz(path: str | os.PathLike[str]) -> TpucError:
+    return TpucError(f"{path}: not a readable npz file (truncated or not an npz archive)")
 
 
 def _umask() -> int:
@@ -88,6 +105,7 @@ class OutputSet:
     def __init__(self, protected: tuple[str | os.PathLike[str], ...] = ()) -> None:
         self._staged: list[tuple[str, Path]] = []
         self._protected = {Path(p).resolve() for p in protected}
+        self._made: list[Path] = []  # folders created for outputs, outermost first
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
         with self._staged_file(path) as handle:
@@ -107,7 +125,7 @@ class OutputSet:
         target = Path(path)
         if target.resolve() in self._protected:
             raise TpucError(f"{path}: refusing to overwrite an input file")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._make_folder(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -118,15 +136,32 @@ class OutputSet:
             raise
         self._staged.append((tmp, target))
 
+    def _make_folder(self, folder: Path) -> None:
+        """Create `folder` and its missing parents, remembering which were new
+        so that a failed run removes them again."""
+        missing = []
+        for parent in (folder, *folder.parents):
+            if parent.exists():
+                break
+            missing.append(parent)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._made.extend(reversed(missing))
+
     def commit(self) -> None:
         for tmp, target in self._staged:
             os.replace(tmp, target)
         self._staged.clear()
+        self._made.clear()
 
     def discard(self) -> None:
+        """Remove the staged files, and the folders made for them if empty."""
         for tmp, _ in self._staged:
             Path(tmp).unlink(missing_ok=True)
         self._staged.clear()
+        for folder in reversed(self._made):
+            with contextlib.suppress(OSError):  # not empty (something else wrote there)
+                folder.rmdir()
+        self._made.clear()
 
     def __enter__(self) -> OutputSet:
         return self

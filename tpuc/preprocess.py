@@ -17,6 +17,7 @@ back, so later tools (calibration, deploy) preprocess the same way.
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -228,6 +229,8 @@ def load_inputs(paths: Sequence[str], specs: Sequence[InputSpec]) -> dict[str, n
     if not paths:
         raise TpucError("no test input given")
     for path in paths:
+        if Path(path).is_dir():
+            raise TpucError(f"{path}: is a folder, not a sample file")
         if not Path(path).is_file():
             raise TpucError(f"{path}: no such file")
     if len(paths) == 1 and paths[0].lower().endswith(".npz"):
@@ -260,6 +263,11 @@ def inputs_from_npz(
 def _checked(array: np.ndarray, spec: InputSpec, source: str) -> np.ndarray:
     import numpy as np
 
+    if array.dtype.kind not in "biuf":
+        what = {"c": "complex numbers", "U": "strings", "S": "strings"}.get(
+            array.dtype.kind, f"{array.dtype} values"
+        )
+        raise TpucError(f"{source}: input '{spec.name}' holds {what}; the model takes real numbers")
     if tuple(array.shape) != spec.shape:
         raise TpucError(
             f"{source}: input '{spec.name}' has shape {list(array.shape)}, "
@@ -281,6 +289,8 @@ def _load_one(path: str, spec: InputSpec) -> np.ndarray:
     if suffix == ".npy":
         try:
             array = np.load(path, allow_pickle=False)
+        except PermissionError:
+            raise TpucError(f"{path}: permission denied") from None
         except (OSError, ValueError) as exc:
             raise TpucError(f"{path}: not a readable .npy file ({exc})") from None
         return _checked(array, spec, path)
@@ -327,10 +337,15 @@ def load_image(path: str, spec: InputSpec) -> np.ndarray:
 def _open_image(path: str, pixel_format: str):
     from PIL import Image, UnidentifiedImageError
 
+    bombs = (Image.DecompressionBombError, Image.DecompressionBombWarning)
     try:
-        with Image.open(path) as image:
-            return image.convert(_PIL_MODE[pixel_format])
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        with warnings.catch_warnings():  # a "bomb" is never a calibration image
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                return image.convert(_PIL_MODE[pixel_format])
+    except PermissionError:
+        raise TpucError(f"{path}: permission denied") from None
+    except (UnidentifiedImageError, *bombs, OSError, ValueError) as exc:
         reason = str(exc).split("\n")[0]
         raise TpucError(f"{path}: cannot read it as an image ({reason})") from None
 

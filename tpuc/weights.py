@@ -107,3 +107,20 @@ def weight_shape_mismatches(module: ModuleOp, store: WeightStore) -> Iterable[st
         t = op.output.type
         if isinstance(t, TensorType) and tuple(t.get_shape()) != store[op.tensor_name.data].shape:
             yield op.tensor_name.data
+
+
+def check_weight_shapes(module: ModuleOp, store: WeightStore, source: str) -> None:
+    """Every stored weight has the shape its `top.Weight` declares: kernels
+    reshape what they read, so a 16x144 array would pass as 16x16x3x3."""
+    for op in module.walk():
+        if not isinstance(op, WeightOp) or op.tensor_name.data not in store:
+            continue
+        declared = op.output.type
+        if not isinstance(declared, TensorType):
+            continue
+        stored = store[op.tensor_name.data].shape
+        if tuple(declared.get_shape()) != stored:
+            raise TpucError(
+                f"{source}: weight '{op.tensor_name.data}' has shape {list(stored)}, "
+                f"the module declares {list(declared.get_shape())}"
+            )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import (
     NoneType,
+    TensorType,
 )
 from xdsl.irdl import (
     IRDLOperation,
@@ -14,6 +15,7 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from tpuc.dialects.base import AnyTensor, TensorOp, TensorOrNone
 from tpuc.dialects.top import shape_rules, shape_rules_nn
@@ -85,6 +87,21 @@ class ConvLikeOp(ReluFusedOp):
     dilations = ints()
     group = integer(1)
     traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        """kernel_shape agrees with the filter: a module edited by hand (or a
+        damaged one) would otherwise carry a kernel_shape that no pass checks
+        again into the bmodel."""
+        given, filter_type = self.value("kernel_shape"), self.filter.type
+        if given is None or not isinstance(filter_type, TensorType):
+            return
+        kernel = list(filter_type.get_shape()[2:])
+        if list(given) != kernel:
+            label = self.value("name")
+            raise VerifyException(
+                f"{self.name} '{label}': kernel_shape {list(given)} does not match "
+                f"the filter's {kernel}"
+            )
 
 
 @irdl_op_definition

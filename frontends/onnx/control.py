@@ -8,9 +8,10 @@ with `top.Where`, which is exact when both branches are side-effect free
 
 from __future__ import annotations
 
-from onnx import GraphProto, NodeProto, numpy_helper
+from onnx import GraphProto, NodeProto
 
 from tpuc.dialects import top
+from tpuc.frontends.onnx import graph as g
 from tpuc.frontends.onnx.converter import OnnxConverter
 from tpuc.frontends.onnx.registry import converter
 
@@ -19,7 +20,7 @@ def inline_branch(cv: OnnxConverter, branch: GraphProto) -> list[str]:
     """Convert a subgraph's nodes in the current function; its outputs'
     tensor names."""
     for t in branch.initializer:
-        cv.consts[t.name] = numpy_helper.to_array(t)
+        cv.consts[t.name] = g.tensor_array(t, cv.path)
     cv.convert_nodes(branch.node)
     return [o.name for o in branch.output]
 

@@ -92,10 +92,8 @@ class OnnxConverter:
             self.values[name] = op.results[0]
 
     def add_initializers(self, graph: GraphProto) -> None:
-        from onnx import numpy_helper
-
         for t in graph.initializer:
-            self.consts[t.name] = numpy_helper.to_array(t)
+            self.consts[t.name] = g.tensor_array(t, self.path)
 
     def convert_nodes(self, nodes: Iterable[NodeProto]) -> None:
         for node in nodes:
@@ -231,12 +229,38 @@ class OnnxConverter:
         return self._weight_op(self.unique_name(base), array)
 
     def _weight_op(self, name: str, array: np.ndarray) -> SSAValue:
-        data = np.array(array, dtype=np.float32, order="C", copy=None)  # keeps 0-d arrays 0-d
+        data = self._float_weight(name, np.asarray(array))
         name = self._op_name(name)
         self.weights[name] = data
         op = top.WeightOp.make([], name, result_types=[tensor_type(data.shape)])
         self._append(op)
         return op.results[0]
+
+    def _float_weight(self, name: str, array: np.ndarray) -> np.ndarray:
+        """`array` as float32 (TOP weights are float). Integers must convert
+        exactly (|v| <= 2**24 always does); strings and complex numbers have no
+        float32 value."""
+        if array.dtype.kind in "OSU":
+            raise TpucError(
+                f"{self.path}: weight '{name}' holds strings; only numeric tensors can be weights"
+            )
+        if array.dtype.kind not in "biuf":
+            raise TpucError(
+                f"{self.path}: weight '{name}' has element type {array.dtype}; "
+                "only numeric (real) tensors can be weights"
+            )
+        data = np.array(array, dtype=np.float32, order="C", copy=None)  # keeps 0-d arrays 0-d
+        if array.dtype.kind in "iu" and array.size:
+            with np.errstate(invalid="ignore"):  # 2**63 rounds out of int64's range
+                back = data.reshape(-1).astype(array.dtype)
+            inexact = np.flatnonzero(back != array.reshape(-1))
+            if inexact.size:
+                value = array.reshape(-1)[inexact[0]]
+                raise TpucError(
+                    f"{self.path}: weight '{name}' ({array.dtype}) holds {value}, which "
+                    f"float32 cannot represent exactly ({len(inexact)} such value(s))"
+                )
+        return data
 
     def none(self) -> SSAValue:
         if self._none is None:

@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto
+from onnx import GraphProto, ModelProto, NodeProto, helper
 
 from tpuc.errors import TpucError, UnsupportedOpsError
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+
+# element types stored two to a byte in raw_data
+_PACKED_4BIT = {
+    getattr(onnx.TensorProto, name)
+    for name in ("INT4", "UINT4", "FLOAT4E2M1")
+    if hasattr(onnx.TensorProto, name)
+}
 
 # Ops whose result is not a function of their inputs: never folded.
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"}
@@ -37,6 +45,29 @@ def load_model(path: str) -> ModelProto:
     if not model.HasField("graph") or not model.graph.output:
         raise TpucError(f"{path}: not a valid ONNX model (no graph or no graph outputs)")
     return model
+
+
+def tensor_array(tensor: onnx.TensorProto, path: str) -> np.ndarray:
+    """The numpy value of an initializer; data that does not match the dims is
+    a TpucError naming the tensor (numpy_helper raises a bare ValueError).
+    STRING tensors load as object arrays: they fail only if used as a weight."""
+    from onnx import numpy_helper
+
+    count = _numel(tensor.dims)
+    if tensor.HasField("raw_data"):
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+        packed = tensor.data_type in _PACKED_4BIT
+        expected = (count + 1) // 2 if packed else count * itemsize
+        if len(tensor.raw_data) != expected:
+            raise TpucError(
+                f"{path}: initializer '{tensor.name}' has {len(tensor.raw_data)} bytes of data, "
+                f"its dims {list(tensor.dims)} need {expected}"
+            )
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TpucError(f"{path}: initializer '{tensor.name}' cannot be read ({reason})") from None
 
 
 def default_opset(model: ModelProto) -> int:

@@ -312,3 +312,21 @@ def test_data_list_with_bom(tmp_path):
     (tmp_path / "list.txt").write_bytes(b"\xef\xbb\xbfa.png\n")
     (sample,) = listing([IMG_SPEC], data_list=str(tmp_path / "list.txt"))
     assert sample.paths == (str(tmp_path / "a.png"),)
+
+
+def test_data_list_naming_a_folder(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "list.txt").write_text("sub\n")
+    message = error_of(listing, [IMG_SPEC], data_list=str(tmp_path / "list.txt"))
+    assert message == f"{tmp_path / 'list.txt'}:1: sub is a folder; list one sample file per line"
+
+
+def test_decompression_bomb_in_dataset(tmp_path):
+    from bad_inputs import gif_bomb
+
+    path = gif_bomb(tmp_path / "x.jpg")
+    (sample,) = listing([IMG_SPEC], dataset=str(tmp_path))
+    assert error_of(load_sample, sample, [IMG_SPEC]) == (
+        f"{path}: cannot read it as an image (Image size (4294836225 pixels) exceeds limit of "
+        "178956970 pixels, could be decompression bomb DOS attack.)"
+    )

@@ -428,3 +428,19 @@ def test_missing_mlir(dataset, tmp_path, capsys):
     )
     assert code == 1
     assert "missing.mlir" in one_line_error(err)
+
+
+def test_all_nan_dataset_is_refused(model, tmp_path, capsys):
+    """Every tensor without a finite value: no ±1e-5 table with exit 0."""
+    data = tmp_path / "nan"
+    data.mkdir()
+    for i in range(2):
+        np.save(data / f"s{i}.npy", np.full((1, 3, 8, 8), np.nan, np.float32))
+    table = tmp_path / "table"
+    code, _, err = run_main(main, [str(model), "--dataset", str(data), "-o", str(table)], capsys)
+    assert (code, err) == (
+        1,
+        "error: 4 tensor(s) have no finite value over 2 sample(s) (x, r, p, …): "
+        "no usable table; check the calibration data for NaN/Inf\n",
+    )
+    assert not table.exists()

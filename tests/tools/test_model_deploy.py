@@ -324,3 +324,22 @@ def test_image_input_and_excepts(prepared, tmp_path, capsys):
     assert code == 0, err
     assert "[r1 " in out and "[logits " not in out
     assert "5 compared" in out  # r1 r2 s p f; the input is never compared
+
+
+def test_failed_address_assign_leaves_no_folder(tmp_path, capsys):
+    """A model too big for the chip's global memory fails in address-assign,
+    after outputs were staged in a new folder: the folder goes too."""
+    from tools_helpers import conv_model
+
+    from tpuc.tools import model_transform
+
+    conv_model(tmp_path / "big.onnx", batch="n")
+    argv = ["--model_name", "big", "--model_def", str(tmp_path / "big.onnx")]
+    argv += ["--input_shapes", "[[4096,3,256,256]]", "--mlir", str(tmp_path / "big.mlir")]
+    assert run_main(model_transform.main, argv, capsys)[0] == 0
+    out = tmp_path / "new" / "sub"
+    argv = ["--mlir", str(tmp_path / "big.mlir"), "--chip", "bm1684x", "--quantize", "F32"]
+    code, _, err = run_main(main, [*argv, "--model", str(out / "big.bmodel")], capsys)
+    assert code == 1
+    assert one_line_error(err).startswith("error: address-assign: the model needs ")
+    assert not (tmp_path / "new").exists()

@@ -155,3 +155,45 @@ def test_external_data_found_next_to_the_model(work, monkeypatch, tmp_path_facto
     assert set(got) == set(ref)
     for name, value in ref.items():
         np.testing.assert_array_equal(got[name], value)
+
+
+# --- a hand-edited tensor_location.json (issue 16) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def f32_bmodel(prepared, tmp_path_factory):
+    from tpuc.tools import model_deploy
+
+    out = tmp_path_factory.mktemp("f32")
+    argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1684x", "--quantize", "F32"]
+    assert model_deploy.run([*argv, "--model", str(out / "cnn.bmodel")]) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("address", "0x1000", "'address' must be an integer, not a string"),
+        ("shape", [1, "x"], "'shape' must be a list of non-negative integers"),
+        ("dtype", 5, "'dtype' must be a string, not an integer"),
+        ("dtype", "f64", "unknown dtype 'f64'"),
+        ("scale", None, "'scale' must be an integer or a number, not null"),
+        ("layer_id", True, "'layer_id' must be an integer, not a boolean"),
+    ],
+)
+def test_tensor_location_with_wrong_field_types(
+    prepared, f32_bmodel, tmp_path, capsys, key, value, message
+):
+    import json
+    import shutil
+
+    shutil.copy(f32_bmodel / "cnn.bmodel", tmp_path / "cnn.bmodel")
+    location = tmp_path / "cnn_bm1684x_f32_tensor_location.json"
+    rows = json.loads((f32_bmodel / location.name).read_text())
+    rows["tensors"][1][key] = value
+    location.write_text(json.dumps(rows))
+    argv = ["--input", str(prepared / "cnn_in_f32.npz"), "--model", str(tmp_path / "cnn.bmodel")]
+    argv += ["--dump_all_tensors", "--output", str(tmp_path / "o.npz")]
+    code, _, err = run_main(model_runner.main, argv, capsys)
+    assert (code, err) == (1, f"error: {location}: tensors[1]: {message}\n")
+    assert not (tmp_path / "o.npz").exists()

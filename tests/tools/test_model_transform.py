@@ -197,3 +197,35 @@ def test_unsupported_format_and_collisions(work, capsys):
 def test_help_is_the_console_script():
     proc = subprocess.run(["model_transform.py", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--keep_ratio_mode" in proc.stdout
+
+
+# --- test inputs that once ended in tracebacks or silent casts (issue 16) ---------------
+
+
+def _bad_inputs(d):
+    from bad_inputs import gif_bomb
+
+    np.savez(d / "strings.npz", x=np.full((1, 3, 8, 8), "a"))
+    np.savez(d / "complex.npz", x=np.ones((1, 3, 8, 8), np.complex64) * (1 + 1j))
+    gif_bomb(d / "cat.jpg")
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("strings.npz", "input 'x' holds strings; the model takes real numbers"),
+        ("complex.npz", "input 'x' holds complex numbers; the model takes real numbers"),
+        (
+            "cat.jpg",
+            "cannot read it as an image (Image size (4294836225 pixels) exceeds limit of "
+            "178956970 pixels, could be decompression bomb DOS attack.)",
+        ),
+    ],
+)
+def test_unusable_test_input(work, capsys, name, message):
+    _bad_inputs(work)
+    argv = ["--model_name", "tiny", "--model_def", str(work / "tiny.onnx")]
+    argv += ["--test_input", str(work / name), "--mlir", str(work / "tiny.mlir")]
+    code, _, err = run_main(main, argv, capsys)
+    assert (code, err) == (1, f"error: {work / name}: {message}\n")
+    assert not (work / "tiny.mlir").exists()

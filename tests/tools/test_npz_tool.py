@@ -128,3 +128,38 @@ def test_console_script(files):
         ["npz_tool.py", "compare", str(a), str(b)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 1 and "npz compare FAILED" in proc.stdout
+
+
+# --- inputs that once ended in tracebacks or a false EQUAL (issue 16) --------------------
+
+
+def test_dump_member_that_is_not_npy(tmp_path, capsys):
+    from bad_inputs import npz_with_text_member
+
+    path = npz_with_text_member(tmp_path / "t.npz")
+    code, _, err = run_main(main, ["dump", str(path)], capsys)
+    assert (code, err) == (1, f"error: {path}: member 'x.txt' is not an .npy array\n")
+
+
+def test_compare_strings(tmp_path, capsys):
+    path = tmp_path / "s.npz"
+    np.savez(path, s=np.array(["a", "b"]), x=np.zeros(2))
+    code, _, err = run_main(main, ["compare", str(path), str(path)], capsys)
+    assert (code, err) == (
+        1,
+        f"error: {path}: tensor 's' holds strings; only real numbers can be compared "
+        "(leave it out with --excepts)\n",
+    )
+    code, out, _ = run_main(main, ["compare", str(path), str(path), "--excepts", "s"], capsys)
+    assert code == 0 and "1 equal" in out
+
+
+def test_compare_nan_against_nan_fails(tmp_path, capsys):
+    path = tmp_path / "n.npz"
+    np.savez(path, x=np.full((2, 2), np.nan, np.float32))
+    code, out, _ = run_main(main, ["compare", str(path), str(path), "-v"], capsys)
+    assert code == 1
+    assert out.splitlines()[0] == (
+        f"[{'x':<32}]  NOT_SIMILAR [FAILED]  NaN: 4 in target, 4 in reference"
+    )
+    assert "min_similiarity = (1.0, 1.0, inf)" in out  # NaN rows stay out of the minimum

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tpuc.cali_table import CaliEntry, CaliTable, format_table
 from tpuc.calibration.collect import Warn, collect
-from tpuc.calibration.dataset import Sample, list_samples, load_sample
+from tpuc.calibration.dataset import Sample, group_batches, list_samples, load_sample
 from tpuc.calibration.rules import apply_rules
 from tpuc.calibration.stats import TensorStats
 from tpuc.calibration.thresholds import METHODS, ZERO_TENSOR_THRESHOLD, threshold
@@ -66,13 +66,16 @@ class Calibration:
         weight_file = module_attr(self.module, "weight_file")
         if weight_file:
             files.append(mlir.parent / weight_file)
-        files += [Path(p) for samples in sample_lists for s in samples for p in s.paths]
+        files += [Path(p) for samples in sample_lists for s in samples for p in s.all_paths]
         return files
 
     def samples(self, dataset: str | None, data_list: str | None, input_num: int) -> list[Sample]:
-        return list_samples(
+        """The samples to run, batch-1 ones stacked for a batch-N module
+        (`--input_num` counts the listed samples, before stacking)."""
+        listed = list_samples(
             self.specs, dataset=dataset, data_list=data_list, input_num=input_num, warn=self.warn
         )
+        return group_batches(listed, self.specs, self.warn)
 
     def tune_samples(
         self, samples: Sequence[Sample], tune_num: int, tune_list: str | None
@@ -89,7 +92,7 @@ class Calibration:
                 warn=self.warn,
                 flag="--tune_list",
             )
-            return listed[:tune_num]
+            return group_batches(listed, self.specs, self.warn)[:tune_num]
         return list(samples[:tune_num])
 
     def run(

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tpuc.calibration.stats import TensorStats
+from tpuc.errors import TpucError
 from tpuc.interp.top_interpreter import Step, TopInterpreter
 
 Warn = Callable[[str], None]
@@ -128,6 +129,7 @@ def collect(
     collector = StatsCollector(tensor_order(interp), bins, moments)
     for index in progress(samples, "statistics"):
         interp.run(weights, load(index), observe=collector.observe_range)
+    check_finite(collector.stats.values(), len(samples))
     if histogram or moments:
         collector.start_histograms()
         for index in progress(samples, "histograms"):
@@ -135,6 +137,19 @@ def collect(
     for stats in collector.stats.values():
         report_odd(stats, len(samples), warn)
     return collector.stats
+
+
+def check_finite(all_stats: Iterable[TensorStats], samples: int) -> None:
+    """Tensors without a single finite value make the table meaningless (a
+    ±1e-5 range quantizes every real value to the rails): refuse, naming them."""
+    dead = [s.name for s in all_stats if s.count == 0 and s.nonfinite]
+    if not dead:
+        return
+    names = ", ".join(dead[:3]) + (", …" if len(dead) > 3 else "")
+    raise TpucError(
+        f"{len(dead)} tensor(s) have no finite value over {samples} sample(s) ({names}): "
+        "no usable table; check the calibration data for NaN/Inf"
+    )
 
 
 def report_odd(stats: TensorStats, samples: int, warn: Warn) -> None:

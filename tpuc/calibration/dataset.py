@@ -32,11 +32,17 @@ class Sample:
     holding every input."""
 
     paths: tuple[str, ...]
+    stacked: tuple[tuple[str, ...], ...] = ()
+    """Batch-1 samples stacked into one batch after `paths` (see group_batches)."""
 
     @property
     def label(self) -> str:
         """The first file's name (for progress bars and messages)."""
         return Path(self.paths[0]).name
+
+    @property
+    def all_paths(self) -> tuple[str, ...]:
+        return self.paths + tuple(p for paths in self.stacked for p in paths)
 
 
 def list_samples(
@@ -70,8 +76,62 @@ def list_samples(
 
 def load_sample(sample: Sample, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     """The sample's input tensors (float32, keyed by input name), preprocessed
-    as the model's inputs say; errors name the sample's file."""
-    return load_inputs(list(sample.paths), specs)
+    as the model's inputs say; errors name the sample's file. A stacked sample
+    is its batch-1 samples concatenated along the batch axis, in order."""
+    import numpy as np
+
+    if not sample.stacked:
+        return load_inputs(list(sample.paths), specs)
+    single = _batch_one(specs)
+    parts = [load_inputs(list(p), single) for p in (sample.paths, *sample.stacked)]
+    return {spec.name: np.concatenate([part[spec.name] for part in parts]) for spec in specs}
+
+
+def group_batches(
+    samples: Sequence[Sample], specs: Sequence[InputSpec], warn: Callable[[str], None]
+) -> list[Sample]:
+    """Samples for a module whose inputs have batch N > 1: unchanged when
+    they hold whole batches; when they hold batch 1 (as TPU-MLIR accepts),
+    every N consecutive samples (in listing order) are stacked into one batch.
+    A remainder that does not fill a batch is left out, with a warning."""
+    batch = _batch_of(specs)
+    if batch <= 1 or not samples:
+        return list(samples)
+    try:
+        load_inputs(list(samples[0].paths), specs)
+        return list(samples)
+    except TpucError as whole:
+        try:
+            load_inputs(list(samples[0].paths), _batch_one(specs))
+        except TpucError:
+            raise whole from None
+    if len(samples) < batch:
+        raise TpucError(
+            f"{len(samples)} batch-1 sample(s) cannot fill one batch of {batch} "
+            f"(the module's inputs have batch {batch})"
+        )
+    whole_batches = len(samples) // batch * batch
+    if whole_batches < len(samples):
+        warn(
+            f"the last {len(samples) - whole_batches} sample(s) do not fill a batch of "
+            f"{batch} and are not used"
+        )
+    return [
+        Sample(samples[i].paths, tuple(s.paths for s in samples[i + 1 : i + batch]))
+        for i in range(0, whole_batches, batch)
+    ]
+
+
+def _batch_of(specs: Sequence[InputSpec]) -> int:
+    """The common batch (first dim) of every input, 1 when they differ."""
+    batches = {spec.shape[0] if spec.shape else 1 for spec in specs}
+    return batches.pop() if len(batches) == 1 else 1
+
+
+def _batch_one(specs: Sequence[InputSpec]) -> list[InputSpec]:
+    from dataclasses import replace
+
+    return [replace(spec, shape=(1, *spec.shape[1:])) for spec in specs]
 
 
 # --- --dataset ---------------------------------------------------------------------
@@ -163,6 +223,8 @@ def _resolve(path: str, where: str, base: Path) -> str:
     beside = base / path
     if beside.is_file():
         return str(beside)
+    if Path(path).is_dir() or beside.is_dir():
+        raise TpucError(f"{where}: {path} is a folder; list one sample file per line")
     raise TpucError(f"{where}: no such file: {path}")
 
 

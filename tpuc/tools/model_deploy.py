@@ -387,10 +387,16 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     file where it is (no second copy of the weights)."""
     import os
 
-    from tpuc.module_io import module_attr, module_text, parse_module, set_module_attr
+    from tpuc.module_io import (
+        module_attr,
+        module_text,
+        parse_module,
+        read_module_text,
+        set_module_attr,
+    )
     from tpuc.pipeline import calibrate_import_passes, run_passes
 
-    module = parse_module(req.mlir.read_text(), str(req.mlir))
+    module = parse_module(read_module_text(req.mlir), str(req.mlir))
     run_passes(module, calibrate_import_passes(req.cali_table, req.asymmetric))
     weight_file = req.mlir.parent / module_attr(module, "weight_file", "")
     set_module_attr(module, "weight_file", os.path.relpath(weight_file, path.parent))

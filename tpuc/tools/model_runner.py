@@ -130,11 +130,79 @@ def tensor_location(model_path: str) -> dict:
         except (OSError, ValueError):
             continue
         if isinstance(rows, dict) and rows.get("bmodel") == bmodel.name:
+            check_location_rows(rows.get("tensors"), str(candidate))
             return rows
     raise TpucError(
         f"--dump_all_tensors: no *_tensor_location.json for {bmodel.name} in "
         f"{bmodel.parent or '.'} (model_deploy.py writes it next to the bmodel)"
     )
+
+
+_ROW_FIELDS: dict[str, tuple[type, ...]] = {
+    "layer_id": (int,),
+    "name": (str,),
+    "address": (int,),
+    "dtype": (str,),
+    "shape": (list,),
+}
+_OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "quantized": (bool,),
+    "scale": (int, float),
+    "zero_point": (int,),
+}
+
+
+def check_location_rows(rows, source: str) -> None:
+    """The rows the simulator reads tensors by: field types and values (a
+    hand-edited file would otherwise fail deep in the run)."""
+    from tpuc.dtypes import DTYPE_BYTES
+
+    if not isinstance(rows, list):
+        raise TpucError(f"{source}: 'tensors' must be a list of tensor rows")
+    for index, row in enumerate(rows):
+        where = f"{source}: tensors[{index}]"
+        if not isinstance(row, dict):
+            raise TpucError(f"{where}: not an object")
+        for key, kinds in _ROW_FIELDS.items():
+            _check_field(row, key, kinds, where, required=True)
+        for key, kinds in _OPTIONAL_FIELDS.items():
+            _check_field(row, key, kinds, where, required=False)
+        if row["dtype"] not in DTYPE_BYTES:
+            raise TpucError(f"{where}: unknown dtype '{row['dtype']}'")
+        shape = row["shape"]
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise TpucError(f"{where}: 'shape' must be a list of non-negative integers")
+        if row["address"] < 0 or row["layer_id"] < 0:
+            raise TpucError(f"{where}: 'address' and 'layer_id' must not be negative")
+
+
+def _check_field(row: dict, key: str, kinds: tuple[type, ...], where: str, required: bool) -> None:
+    if key not in row:
+        if required:
+            raise TpucError(f"{where}: no '{key}' field")
+        return
+    value = row[key]
+    wrong_bool = isinstance(value, bool) and bool not in kinds
+    if wrong_bool or not isinstance(value, kinds):
+        names = " or ".join(_JSON_TYPES[k] for k in kinds)
+        raise TpucError(f"{where}: '{key}' must be {names}, not {json_type(value)}")
+
+
+_JSON_TYPES = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    bool: "a boolean",
+}
+
+
+def json_type(value) -> str:
+    """The JSON name of a decoded value's type."""
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number")):
+        if isinstance(value, kind):
+            return name
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), "null")
 
 
 RUNNERS: dict[str, Callable[[str, Mapping, RunOptions], dict]] = {

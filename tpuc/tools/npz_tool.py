@@ -118,7 +118,11 @@ def cmd_compare(args) -> int:
 
     tolerance = Tolerance.parse(args.tolerance)
     target, ref = load_npz(args.target), load_npz(args.reference)
-    result = compare_arrays(target, ref, tolerance, excepts=parse_list(args.excepts))
+    excepts = parse_list(args.excepts)
+    common = [n for n in target if n in ref and n not in excepts]
+    for data, path in ((target, args.target), (ref, args.reference)):
+        _check_numeric(data, path, common)
+    result = compare_arrays(target, ref, tolerance, excepts=excepts)
     print_compare(result, target, ref, args.verbose)
     print(f"Target    {args.target}")
     print(f"Reference {args.reference}")
@@ -131,6 +135,18 @@ def cmd_compare(args) -> int:
     first = result.failures[0]
     print(f"npz compare FAILED: first failing tensor '{first.name}' ({first.verdict.value}).")
     return 1
+
+
+def _check_numeric(data, path: str, names) -> None:
+    """Tensors to compare hold real numbers (strings have no similarity)."""
+    for name in names:
+        kind = data[name].dtype.kind
+        if kind not in "biuf":
+            what = "strings" if kind in "OSU" else f"{data[name].dtype} values"
+            raise TpucError(
+                f"{path}: tensor '{name}' holds {what}; only real numbers can be compared "
+                "(leave it out with --excepts)"
+            )
 
 
 def print_compare(result, target, ref, verbose: int) -> None:

@@ -17,7 +17,7 @@ import io
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -94,6 +94,22 @@ class TpucOptMain(xDSLOptMain):
         for name, stage in STAGE_PASSES.items():  # whole stages of tpuc.pipeline
             self.register_pass(name, lambda stage=stage: stage)
 
+    def register_all_frontends(self) -> None:
+        """MLIR text is decoded and checked by tpuc.ir_text before xDSL's
+        lexer sees it (an unclosed string literal would make it backtrack
+        for minutes)."""
+        from xdsl.parser import Parser
+
+        from tpuc.ir_text import check_ir_text, decode_ir
+
+        def parse_mlir(stream: IO[bytes]) -> ModuleOp:
+            source = self.get_input_name()
+            text = decode_ir(stream.read(), source)
+            check_ir_text(text, source)
+            return Parser(self.ctx, text, source).parse_module(not self.args.no_implicit_module)
+
+        self.available_frontends["mlir"] = parse_mlir
+
     def register_all_targets(self) -> None:
         def mlir():
             from xdsl.targets.mlir import MLIRTarget
@@ -118,6 +134,9 @@ class TpucOptMain(xDSLOptMain):
         return self._staged
 
     def apply_passes(self, prog: ModuleOp) -> None:
+        from tpuc.module_io import check_dominance
+
+        check_dominance(prog, self.args.input_file or "<stdin>")
         store = self._attach_weights(prog)
         super().apply_passes(prog)
         self._collect_weights(prog, store)
@@ -139,13 +158,14 @@ class TpucOptMain(xDSLOptMain):
         """Load the module's weight file when it can be found."""
         from tpuc.files import load_npz
         from tpuc.module_io import module_attr
-        from tpuc.weights import WeightStore, attach_weights
+        from tpuc.weights import WeightStore, attach_weights, check_weight_shapes
 
         store = WeightStore()
         name = module_attr(prog, "weight_file")
         path = self._find_weight_file(name) if name else None
         if path is not None:
             store.update(load_npz(path))
+            check_weight_shapes(prog, store, str(path))
             self._loaded[name] = path
         attach_weights(prog, store)
         return store
@@ -202,7 +222,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         driver.run()
     except ParseError as exc:
-        raise TpucError(f"{source}: invalid IR: {_parse_message(exc)}") from None
+        from tpuc.module_io import parse_error_message
+
+        raise TpucError(f"{source}: invalid IR: {parse_error_message(exc)}") from None
     except DiagnosticException as exc:
         raise TpucError(f"{source}: {_one_line(exc)}") from None
     except FileNotFoundError as exc:
@@ -218,16 +240,6 @@ def _spec_context(exc: BaseException) -> str:
     """The pipeline text an ArgSpecParseError points into."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return f"'{lines[-3].strip()}'" if len(lines) >= 3 else "the pipeline"
-
-
-def _parse_message(exc: BaseException) -> str:
-    """`line:col: message` from an xDSL parse error."""
-    span = getattr(exc, "span", None)
-    msg = getattr(exc, "msg", None) or _one_line(exc)
-    if span is None:
-        return msg
-    location = span.get_location()
-    return f"line {location.line}:{location.col}: {msg}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
