@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.conv import pad_spatial, padded_shape
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, fused_relu, kernel
+from tpuc.kernels.conv_plan import pad_spatial, padded_shape
+from tpuc.kernels.executor import current
 from tpuc.pool_geometry import PoolGeometry
 
 

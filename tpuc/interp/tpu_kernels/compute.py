@@ -15,22 +15,21 @@ from __future__ import annotations
 import numpy as np
 
 from tpuc.dialects import tpu
-from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.pool import geometry, padded_input, window_reduce
-from tpuc.interp.kernels.registry import Array, axis_of, f32, ints
+from tpuc.interp.kernels.registry import Array, axis_of, ints
 from tpuc.interp.tpu_kernels import compute_conv  # noqa: F401  (registers the convs)
-from tpuc.interp.tpu_kernels.compute_conv import EXACT, exact_cuts, term_bound
+from tpuc.interp.tpu_kernels.params import element_of_value, library_kernel, requant_of
 from tpuc.interp.tpu_kernels.registry import (
     centered,
-    element_of,
     in_quant,
     out_quant,
     relu_int,
     requant_output,
     tpu_kernel,
 )
+from tpuc.kernels.executor import current
+from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.numerics import requantize, rounding_rshift, saturate
 
 DEFAULT_ROUND = "HalfAwayFromZero"
@@ -62,41 +61,17 @@ def int_centered(x: Array, op, index: int) -> Array:
 # --- matmul --------------------------------------------------------------------------
 
 
-@tpu_kernel(tpu.MatMulOp)
-def matmul(op, args: list[Array | None]) -> Array:
-    """(q_l − Z_l) @ (q_r − Z_r) + bias, requantized per last axis (or per
-    tensor); the right operand is an si8 weight (Z = 0) or an activation."""
-    x, r, bias = args
-    acc = matmul_accumulator(op, x, r)
-    if bias is not None:
-        acc += np.asarray(bias, np.float64).astype(np.int64)
-    return requant_output(op, acc, axis=-1)
+def matmul_params(op) -> MatMul:
+    """The record of a tpu.MatMul (per-column epilogue on the last axis)."""
+    return MatMul(
+        element_of_value(op.operands[0]),
+        element_of_value(op.operands[1]),
+        requant_of(op, axis=-1),
+        bool(op.value("right_transpose")),
+    )
 
 
-def matmul_accumulator(op, x: Array, r: Array) -> Array:
-    """The exact int64 product, as float32 matmuls over slices of K whose
-    partial sums stay within 2^24, added in int64."""
-    left_quant = in_quant(op, 0)
-    lhs = centered(x, left_quant, np.float32)
-    quantized = isinstance(element_of(op.operands[1]), UniformQuantizedType)
-    rhs = centered(r, in_quant(op, 1), np.float32) if quantized else f32(r)
-    if op.value("right_transpose"):
-        rhs = np.swapaxes(rhs, -1, -2)
-    k = lhs.shape[-1]
-    if quantized:  # every term within the two activations' ranges
-        cost = np.ones((k, 1), np.float32)
-        limit = EXACT / (term_bound(left_quant) * term_bound(in_quant(op, 1)))
-    else:
-        cost = np.abs(np.moveaxis(rhs, -2, 0) if rhs.ndim > 1 else rhs).reshape(k, -1)
-        limit = EXACT / term_bound(left_quant)
-    acc = None
-    for k0, k1 in exact_cuts(cost, limit):
-        if k1 - k0 == 1 and cost[k0].max(initial=0.0) > limit:  # not with 8-bit values
-            raise TpucError(f"{op.name} '{op.names[0]}': operands exceed 8-bit ranges")
-        rs = rhs[..., k0:k1, :] if rhs.ndim > 1 else rhs[k0:k1]
-        y = np.matmul(lhs[..., k0:k1], rs)
-        acc = y.astype(np.int64) if acc is None else acc + y.astype(np.int64)
-    return acc
+tpu_kernel(tpu.MatMulOp)(library_kernel(matmul_params, matmul))
 
 
 # --- pooling -------------------------------------------------------------------------
