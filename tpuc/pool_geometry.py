@@ -23,14 +23,21 @@ def ints(op: Any, key: str, default: Sequence[int] = ()) -> list[int]:
 class PoolGeometry:
     """Output sizes and the end padding that ceil_mode may add."""
 
-    def __init__(self, op, x: np.ndarray):
-        self.kernel = ints(op, "kernel_shape")
+    def __init__(
+        self,
+        kernel: Sequence[int],
+        strides: Sequence[int],
+        pads: Sequence[int],
+        ceil: bool,
+        sizes: Sequence[int],
+    ):
+        """`strides`, `pads` empty: ONNX defaults; `sizes`: the spatial input dims."""
+        self.kernel = list(kernel)
         n = len(self.kernel)
-        self.strides = ints(op, "strides", [1] * n)
-        pads = ints(op, "pads", [0] * (2 * n))
+        self.strides = list(strides) or [1] * n
+        pads = list(pads) or [0] * (2 * n)
         self.begins, self.ends = pads[:n], pads[n:]
-        self.sizes = x.shape[x.ndim - n :]
-        ceil = bool(op.value("ceil_mode"))
+        self.sizes = tuple(sizes)
         self.out = [self.out_size(i, ceil) for i in range(n)]
         self._counts: dict[bool, np.ndarray] = {}
         # padding actually read at the end (ceil_mode may need more than `ends`)
@@ -40,6 +47,15 @@ class PoolGeometry:
                 self.out, self.strides, self.kernel, self.sizes, self.begins, strict=True
             )
         ]
+
+    @staticmethod
+    def of(op: Any, x: np.ndarray) -> PoolGeometry:
+        """The geometry of a pooling op (attributes read with `op.value`) for x."""
+        kernel = ints(op, "kernel_shape")
+        sizes = x.shape[x.ndim - len(kernel) :]
+        return PoolGeometry(
+            kernel, ints(op, "strides"), ints(op, "pads"), bool(op.value("ceil_mode")), sizes
+        )
 
     def out_size(self, i: int, ceil: bool) -> int:
         span = self.sizes[i] + self.begins[i] + self.ends[i] - self.kernel[i]

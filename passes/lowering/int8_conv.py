@@ -151,7 +151,7 @@ def uniform_windows(op: Operation) -> bool:
     shape = static_shape(op.operands[0])
     if shape is None:
         return False
-    geometry = PoolGeometry(op, np.broadcast_to(np.float32(0), shape))
+    geometry = PoolGeometry.of(op, np.broadcast_to(np.float32(0), shape))
     counts = geometry.counts(bool(op.value("count_include_pad")))  # type: ignore[attr-defined]
     return bool(np.all(counts == math.prod(geometry.kernel)))
 

@@ -16,9 +16,9 @@ from tpuc.dialects import top
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.top_interpreter import run_top
 from tpuc.interp.tpu_interpreter import TpuInterpreter, decode_weight, run_tpu
+from tpuc.kernels.executor import Executor
 from tpuc.module_io import parse_module
 from tpuc.numerics import bf16_bits, to_bf16, to_f16
 

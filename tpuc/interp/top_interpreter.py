@@ -23,9 +23,9 @@ from tpuc.dialects.base import shape_of
 from tpuc.dialects.traits import Leaf
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.kernels.registry import Kernel
 from tpuc.ir import body_ops, last_uses, main_function, tensor_names
+from tpuc.kernels.executor import Executor
 
 
 def activation_name(value: SSAValue) -> str | None:

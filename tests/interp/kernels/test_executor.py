@@ -14,10 +14,11 @@ from xdsl.parser import Parser
 
 from tpuc.context import make_context
 from tpuc.dialects import top
-from tpuc.interp.kernels import KERNELS, executor, gemm_conv
-from tpuc.interp.kernels.arena import Arena
-from tpuc.interp.kernels.executor import Executor, current
+from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter
+from tpuc.kernels import executor, gemm_conv
+from tpuc.kernels.arena import Arena
+from tpuc.kernels.executor import Executor, current
 
 
 def test_parallel_for_runs_each_task_once_across_threads():

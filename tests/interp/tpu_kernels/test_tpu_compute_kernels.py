@@ -11,26 +11,24 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from int_refs import RANGES, RNG, extreme_case, geometry, ref_conv, ref_deconv, ref_output, rq
 from xdsl.dialects.builtin import IntegerType, NoneType, Signedness, TensorType, i32
 from xdsl.ir import Block
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.executor import Executor
 from tpuc.interp.tpu_kernels import compute  # noqa: F401  (registers the kernels)
-from tpuc.interp.tpu_kernels.compute_conv import (
-    conv_accumulator,
-    conv_chunks,
-    deconv_accumulator,
-)
+from tpuc.interp.tpu_kernels.compute_conv import conv_params
 from tpuc.interp.tpu_kernels.registry import TPU_KERNELS
 from tpuc.ir import kind_of
+from tpuc.kernels import conv as conv_lib
+from tpuc.kernels.exact import conv_chunks
+from tpuc.kernels.executor import Executor
+from tpuc.kernels.matmul import matmul_accumulator
 from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
 
-RNG = np.random.default_rng(20240521)
 SI8 = IntegerType(8, Signedness.SIGNED)
-RANGES = {"i8": (-128, 127), "u8": (0, 255)}
 
 
 # --- building ops ------------------------------------------------------------------------
@@ -65,32 +63,6 @@ def qrand(shape, storage="i8") -> np.ndarray:
 # --- reference requantization in Python integers ------------------------------------------
 
 
-def rq(value: int, m: int, r: int) -> int:
-    """round(value·m / 2^r), ties away from zero, exactly."""
-    p = int(value) * int(m)
-    if r <= 0:
-        return p << -r
-    q, rem = divmod(abs(p), 1 << r)
-    q += 2 * rem >= (1 << r)
-    return q if p >= 0 else -q
-
-
-def ref_output(acc, m, r, zp, storage, axis=1, relu=False, limit_q=None) -> np.ndarray:
-    """requant per element (m, r: scalars or per-`axis` lists), + zp, relu,
-    saturation."""
-    acc = np.asarray(acc, np.int64)
-    lo, hi = RANGES[storage]
-    m, r = np.atleast_1d(m), np.atleast_1d(r)
-    out = np.empty(acc.shape, np.float32)
-    for idx in np.ndindex(*acc.shape):
-        c = idx[axis] if m.size > 1 else 0
-        v = rq(acc[idx], m[c], r[c]) + zp
-        if relu:
-            v = max(v, zp) if limit_q is None else min(max(v, zp), limit_q)
-        out[idx] = min(max(v, lo), hi)
-    return out
-
-
 def spread(acc, channels: int, target: float = 100.0) -> tuple[list[int], list[int]]:
     """Per-channel multipliers/shifts that map |acc| to about `target`."""
     peak = max(1.0, float(np.abs(acc).max()))
@@ -99,62 +71,6 @@ def spread(acc, channels: int, target: float = 100.0) -> tuple[list[int], list[i
 
 
 # --- brute-force convolutions --------------------------------------------------------------
-
-
-def ref_conv(x, w, zx, strides, pads, dils, group) -> np.ndarray:
-    x = x.astype(np.int64) - zx
-    w = w.astype(np.int64)
-    n = x.ndim - 2
-    oc, cg, kernel = w.shape[0], w.shape[1], w.shape[2:]
-    begins, ends = pads[:n], pads[n:]
-    out = [
-        (x.shape[2 + i] + begins[i] + ends[i] - (kernel[i] - 1) * dils[i] - 1) // strides[i] + 1
-        for i in range(n)
-    ]
-    y = np.zeros((x.shape[0], oc, *out), np.int64)
-    per_group = oc // group
-    for o in range(oc):
-        chans = slice(o // per_group * cg, (o // per_group + 1) * cg)
-        for pos in np.ndindex(*out):
-            for tap in np.ndindex(*kernel):
-                src = [pos[i] * strides[i] - begins[i] + tap[i] * dils[i] for i in range(n)]
-                if all(0 <= s < x.shape[2 + i] for i, s in enumerate(src)):
-                    y[(slice(None), o, *pos)] += (
-                        x[(slice(None), chans, *src)] @ w[(o, slice(None), *tap)]
-                    )
-    return y
-
-
-def ref_deconv(x, w, zx, strides, pads, dils, group, out_pad) -> np.ndarray:
-    x = x.astype(np.int64) - zx
-    w = w.astype(np.int64)
-    n = x.ndim - 2
-    ic, m, kernel = w.shape[0], w.shape[1], w.shape[2:]
-    full = [
-        (x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dils[i] + 1 + out_pad[i]
-        for i in range(n)
-    ]
-    y = np.zeros((x.shape[0], group * m, *full), np.int64)
-    cg = ic // group
-    for c in range(ic):
-        outs = slice(c // cg * m, (c // cg + 1) * m)
-        for pos in np.ndindex(*x.shape[2:]):
-            for tap in np.ndindex(*kernel):
-                dst = [pos[i] * strides[i] + tap[i] * dils[i] for i in range(n)]
-                y[(slice(None), outs, *dst)] += np.outer(
-                    x[(slice(None), c, *pos)], w[(c, slice(None), *tap)]
-                )
-    crop = tuple(slice(pads[i], full[i] - pads[n + i]) for i in range(n))
-    return y[(slice(None), slice(None), *crop)]
-
-
-def geometry(attrs, n):
-    return (
-        attrs.get("strides", [1] * n),
-        attrs.get("pads", [0] * (2 * n)),
-        attrs.get("dilations", [1] * n),
-        attrs.get("group", 1),
-    )
 
 
 CONVS = [
@@ -213,7 +129,7 @@ def test_conv_matches_int64_loops(x_shape, w_shape, attrs, inq, outq, with_bias)
         rshift=r,
         **attrs,
     )
-    assert np.array_equal(conv_accumulator(op, x, w, bias), acc)
+    assert np.array_equal(conv_lib.conv_accumulator(conv_params(op), x, w, bias), acc)
     assert np.array_equal(run(op, [x, w, bias]), ref_output(acc, m, r, outq[1], outq[0]))
 
 
@@ -237,18 +153,6 @@ def test_conv_fused_relu_and_saturation(storage, zp, limit):
     ours = run(op, [x, w, None])
     assert np.array_equal(ours, ref_output(acc, m, r, zp, storage, relu=True, limit_q=limit_q))
     assert ours.min() == zp and (limit_q is None or ours.max() == limit_q)
-
-
-def extreme_case(storage, zp, group=1):
-    """64 channels per group x 3x3 (K = 576) of extreme values: sums beyond
-    2^24."""
-    x = np.full((1, 64 * group, 5, 5), RANGES[storage][0 if zp > 0 else 1], np.float32)
-    x[0, ::7, 1, 2] = RANGES[storage][1 if zp > 0 else 0]
-    w = np.empty((4 * group, 64, 3, 3), np.float32)
-    w[0::4], w[1::4] = 127, -128
-    w[2::4] = RNG.choice([-128.0, 127.0], size=(group, 64, 3, 3))
-    w[3::4] = RNG.choice([-128.0, 127.0], size=(group, 64, 3, 3))
-    return x, w
 
 
 @pytest.mark.parametrize(
@@ -280,46 +184,8 @@ def test_conv_large_k_is_exact(storage, zp, group, threads):
         w_abs = np.abs(w).reshape(group, 4, 64, 9)
         assert len(conv_chunks(w_abs, 255)) > 1  # |q − Z| reaches 255 here
     with Executor(threads, min_shard_work=1).active() if threads else contextlib.nullcontext():
-        assert np.array_equal(conv_accumulator(op, x, w, None), acc)
+        assert np.array_equal(conv_lib.conv_accumulator(conv_params(op), x, w, None), acc)
         assert np.array_equal(run(op, [x, w, None]), ref_output(acc, 1, 20, 0, "i8"))
-
-
-@pytest.mark.parametrize("storage,zp,group", [("i8", 127, 1), ("u8", 0, 2)])
-def test_conv_chunks_bound_every_partial_sum_in_exact_integers(storage, zp, group):
-    """The case above needs the chunks: a single sum may exceed 2^24, where
-    float32 stops holding every integer; inside each chunk the worst-case
-    partial sum, in exact Python integers, stays within 2^24."""
-    _, w = extreme_case(storage, zp, group)
-    bound = 255  # |q − Z| reaches 255 for both cases
-    w_abs = np.abs(w).reshape(group, 4, 64, 9).astype(np.int64)
-    whole = int(w_abs.sum(axis=(2, 3)).max()) * bound
-    assert whole > 2**24
-    chunks = conv_chunks(w_abs.astype(np.float32), bound)
-    covered = np.zeros((64, 9), np.int64)
-    for c0, c1, t0, t1 in chunks:
-        covered[c0:c1, t0:t1] += 1
-        worst = int(w_abs[:, :, c0:c1, t0:t1].sum(axis=(2, 3)).max()) * bound
-        assert worst <= 2**24, (c0, c1, t0, t1, worst)
-    assert (covered == 1).all()  # every (channel, tap) term summed exactly once
-
-
-def test_conv_cuts_a_long_kernel_by_taps():
-    """One channel whose 600 taps alone exceed 2^24."""
-    x = np.full((1, 1, 640), 255, np.float32)
-    x[0, 0, ::3] = 254
-    w = np.full((2, 1, 600), 127, np.float32)
-    w[1, 0, ::2] = -128
-    op = make(
-        tpu.Conv2DOp,
-        [qtype(x.shape, "u8"), TensorType(SI8, w.shape), None],
-        qtype((1, 2, 41)),
-        kernel_shape=[600],
-        multiplier=[1],
-        rshift=[24],
-    )
-    chunks = conv_chunks(np.abs(w).reshape(1, 2, 1, 600), 255)
-    assert len(chunks) > 1 and all(c[:2] == (0, 1) for c in chunks)
-    assert np.array_equal(conv_accumulator(op, x, w, None), ref_conv(x, w, 0, [1], [0, 0], [1], 1))
 
 
 DECONVS = [
@@ -354,7 +220,7 @@ def test_deconv_matches_int64_loops(x_shape, w_shape, attrs):
         rshift=r,
         **attrs,
     )
-    assert np.array_equal(deconv_accumulator(op, x, w, bias), acc)
+    assert np.array_equal(conv_lib.deconv_accumulator(conv_params(op), x, w, bias), acc)
     assert np.array_equal(run(op, [x, w, bias]), ref_output(acc, m, r, 3, "i8"))
 
 
@@ -407,7 +273,7 @@ def test_matmul_large_k_is_exact():
     op = matmul_op(
         qtype(x.shape, "u8"), TensorType(SI8, w.shape), None, acc.shape, multiplier=[3], rshift=[26]
     )
-    assert np.array_equal(compute.matmul_accumulator(op, x, w), acc)
+    assert np.array_equal(matmul_accumulator(compute.matmul_params(op), x, w), acc)
     assert np.array_equal(run(op, [x, w, None]), ref_output(acc, 3, 26, -4, "i8"))
 
 

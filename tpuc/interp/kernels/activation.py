@@ -12,8 +12,8 @@ import numpy as np
 
 from tpuc.dialects import top
 from tpuc.dtypes import ELEMENT_TYPES
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, f32, kernel, relu
+from tpuc.kernels.executor import current
 from tpuc.numerics import to_bf16
 
 _ERF_SERIES_TERMS = 12

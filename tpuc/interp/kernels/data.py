@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, as_index, axis_of, f32, fused_relu, ints, kernel
+from tpuc.kernels.executor import current
 
 
 @kernel(top.ConcatOp)

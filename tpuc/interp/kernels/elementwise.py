@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, f32, fused_relu, kernel
+from tpuc.kernels.executor import current
 
 COMPARE: dict[str, Callable[[Array, Array], Array]] = {
     "Equal": np.equal,

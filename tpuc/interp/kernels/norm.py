@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, axis_of, f32, fused_relu, kernel
+from tpuc.kernels.executor import current
 
 
 def channel_shape(x: Array) -> tuple[int, ...]:

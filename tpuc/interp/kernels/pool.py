@@ -1,65 +1,20 @@
 """Max and average pooling (ONNX semantics, including ceil_mode and
-count_include_pad): separable, one vectorised max/add per kernel tap and
-axis over strided views of the padded input."""
+count_include_pad) over the kernel library's separable window reduction."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from tpuc.dialects import top
-from tpuc.interp.kernels.conv import pad_spatial, padded_shape
-from tpuc.interp.kernels.executor import current
 from tpuc.interp.kernels.registry import Array, fused_relu, kernel
+from tpuc.kernels.executor import current
+from tpuc.kernels.pool_window import padded_input, window_reduce
 from tpuc.pool_geometry import PoolGeometry
-
-
-def window_reduce(xp: Array, g: PoolGeometry, ufunc: np.ufunc, out: Array) -> Array:
-    """ufunc-reduce every pooling window of the padded input xp into `out`,
-    separably, one spatial axis after the other (first to last).
-
-    Along an axis, the window at every position is reduced over the *flat*
-    array: tap t is the contiguous slice shifted by t rows of that axis, so
-    each ufunc call is one long contiguous loop (numpy is several times
-    slower over many short strided rows). Windows that would wrap into the
-    next row are computed and dropped: the strided pick of the windows that
-    exist (every stride-th start) is a cheap copy into the next buffer."""
-    n = len(g.kernel)
-    rt = current()
-    src = np.ascontiguousarray(xp)
-    for i in range(n):
-        axis = xp.ndim - n + i
-        k, s, o = g.kernel[i], g.strides[i], g.out[i]
-        step = math.prod(src.shape[axis + 1 :])
-        flat = src.reshape(-1)
-        span = flat.size - (k - 1) * step
-        red = rt.scratch("pool_taps", src.shape)
-        acc = red.reshape(-1)[:span]
-        ufunc(flat[:span], flat[step : step + span], out=acc) if k > 1 else np.copyto(
-            acc, flat[:span]
-        )
-        for t in range(2, k):
-            ufunc(acc, flat[t * step : t * step + span], out=acc)
-        starts = (slice(None),) * axis + (slice(0, (o - 1) * s + 1, s),)
-        shape = src.shape[:axis] + (o,) + src.shape[axis + 1 :]
-        src = out if i == n - 1 else rt.scratch(f"pool_axis{i % 2}", shape)
-        np.copyto(src, red[starts])
-    return out
-
-
-def padded_input(x: Array, g: PoolGeometry, value: float) -> Array:
-    """x with the padding the windows read, in a scratch buffer."""
-    if not any(g.begins) and not any(g.read_ends):
-        return x
-    shape = padded_shape(x, g.begins, g.read_ends)
-    buf, clean = current().bordered(("pool", *g.begins, *g.read_ends), shape, value)
-    return pad_spatial(x, g.begins, g.read_ends, value, out=buf, border=not clean)
 
 
 def geometry(op, x: Array) -> PoolGeometry:
     """The op's pooling geometry for x's shape (computed once per run set)."""
-    return current().memo((op, x.shape), lambda: PoolGeometry(op, x))
+    return current().memo((op, x.shape), lambda: PoolGeometry.of(op, x))
 
 
 @kernel(top.MaxPoolOp)

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
-from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.interp.kernels.registry import Array, Kernel
-from tpuc.ir import element_of
-from tpuc.numerics import f64_to_bf16, f64_to_f16, requantize, round_half_away, saturate
+from tpuc.interp.tpu_kernels.params import requant_of
+from tpuc.ir import element_of  # noqa: F401  (re-exported for the kernel modules)
+from tpuc.kernels import requant
+from tpuc.kernels.executor import current
+from tpuc.numerics import round_half_away
 from tpuc.qparams import QuantParams
 from tpuc.registry import Registry
 
@@ -49,51 +50,11 @@ def out_quant(op: Operation, index: int = 0) -> QuantParams:
     return quant_of(op.results[index])
 
 
-def channel_params(op, values: list[int], rank: int, axis: int = 1) -> np.ndarray:
-    """A per-tensor (one value) or per-channel list, shaped to broadcast
-    along `axis` of a rank-`rank` accumulator."""
-    array = np.asarray(values, np.int64)
-    if array.size == 1:
-        return array.reshape(())
-    shape = [1] * rank
-    shape[axis % rank] = array.size
-    return array.reshape(shape)
-
-
 def requant_output(op, acc: Array, axis: int = 1, index: int = 0) -> Array:
-    """The integer epilogue: requant(acc, multiplier, rshift) + Z_out, fused
-    relu in the integer domain, saturation to the output storage range. A
-    float result dequantizes instead (`dequant_output`)."""
-    rank = np.ndim(acc)
-    multiplier = channel_params(op, op.value("multiplier") or [1], rank, axis)
-    rshift = channel_params(op, op.value("rshift") or [0], rank, axis)
-    element = element_of(op.results[index])
-    if not isinstance(element, UniformQuantizedType):
-        return dequant_output(op, acc, multiplier, rshift, element)
-    out = out_quant(op, index)
-    q = requantize(acc, multiplier, rshift, op.value("round_mode") or "HalfAwayFromZero")
-    q += out.zero_point
-    return saturate(relu_int(op, q, out), out.qmin, out.qmax)
-
-
-def dequant_output(op, acc: Array, multiplier, rshift, element: Attribute) -> Array:
-    """The float epilogue: acc·M·2^−r in float64, fused relu (and limit) on
-    the real values, rounded once to the float result type."""
-    real = np.asarray(acc, np.float64) * np.ldexp(multiplier.astype(np.float64), -rshift)
-    if op.value("do_relu"):
-        limit = op.value("relu_limit")
-        real = np.clip(real, 0.0, limit if limit is not None and limit >= 0 else None)
-    return round_once(real, element)
-
-
-def round_once(x: Array, element: Attribute) -> Array:
-    """float64 values rounded once (to nearest even) to the float type
-    `element`, as float32."""
-    if isinstance(element, Float16Type):
-        return f64_to_f16(x)
-    if isinstance(element, BFloat16Type):
-        return f64_to_bf16(x)
-    return np.asarray(x, np.float32)
+    """The integer epilogue of the kernel library (`tpuc.kernels.requant`)
+    with the op's record (built once per op)."""
+    record = current().memo(("requant", op, axis, index), lambda: requant_of(op, axis, index))
+    return requant.requant_output(record, acc)
 
 
 def relu_int(op, q: np.ndarray, out: QuantParams) -> np.ndarray:

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from tpuc.interp.kernels.executor import Executor
-from tpuc.interp.kernels.registry import Array, relu
+from tpuc.kernels.arrays import Array, relu
+from tpuc.kernels.executor import Executor
 
 TILE_BYTES = 1 << 20  # im2col columns per `tiles` block: about an L2 cache
 WHOLE_COL_BYTES = 8 << 20  # larger im2col matrices are only built as tiles
