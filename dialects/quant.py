@@ -146,6 +146,13 @@ def _storage_params(
     return stype, expressed, IntAttr(low), IntAttr(high)
 
 
+def _same_parameters(a: Attribute, b: object) -> bool:
+    """Equality over every parameter, the storage part included: the
+    generated dataclass equality of a subclass sees only the fields declared
+    in that subclass, so i8 and u8 (or a narrowed range) compared equal."""
+    return type(a) is type(b) and a.parameters == b.parameters  # type: ignore[attr-defined]
+
+
 @irdl_attr_definition
 class UniformQuantizedType(QuantizedType):
     """Per-tensor affine quantization: real = scale * (q - zero_point)."""
@@ -154,6 +161,12 @@ class UniformQuantizedType(QuantizedType):
 
     scale_attr: FloatData
     zero_point_attr: IntAttr
+
+    def __eq__(self, other: object) -> bool:
+        return _same_parameters(self, other)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.parameters))
 
     def __init__(
         self,
@@ -217,6 +230,12 @@ class UniformQuantizedPerAxisType(QuantizedType):
     scales_attr: ArrayAttr[FloatData]
     zero_points_attr: ArrayAttr[IntAttr]
     quantized_dimension_attr: IntAttr
+
+    def __eq__(self, other: object) -> bool:
+        return _same_parameters(self, other)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.parameters))
 
     def __init__(
         self,

@@ -205,3 +205,18 @@ def test_module_with_quant_types_parses_and_round_trips():
     assert "tensor<4x16x!quant.uniform<i8:f32:0, {0.1,0.2,0.3,0.4}>>" in printed
     again = Parser(make_context(), printed).parse_module()
     assert again.is_structurally_equivalent(module)
+
+
+def test_types_differing_in_storage_are_not_equal():
+    """i8 and u8 (or a narrowed range) with the same scale are different types."""
+    from tpuc.dialects.quant import UniformQuantizedPerAxisType, UniformQuantizedType
+
+    same = UniformQuantizedType("i8", 0.1, 3)
+    assert same == UniformQuantizedType("i8", 0.1, 3)
+    assert hash(same) == hash(UniformQuantizedType("i8", 0.1, 3))
+    assert UniformQuantizedType("u8", 0.1, 3) != same
+    assert UniformQuantizedType("i8", 0.1, 3, storage_min=-127) != same
+    assert len({UniformQuantizedType("u8", 0.1, 3), same}) == 2
+    axis = UniformQuantizedPerAxisType("i8", [0.1, 0.2], [0, 0])
+    assert axis == UniformQuantizedPerAxisType("i8", [0.1, 0.2], [0, 0])
+    assert UniformQuantizedPerAxisType("u8", [0.1, 0.2], [0, 0]) != axis
