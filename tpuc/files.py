@@ -63,6 +63,21 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
+def read_bytes(path: str | os.PathLike[str], kind: str) -> bytes:
+    """The whole file at `path` (a `kind`: "bmodel file", ".mlir file" …);
+    a folder, a missing or an unreadable file is a one-line TpucError."""
+    if Path(path).is_dir():
+        raise TpucError(f"{path}: is a folder, not a {kind}")
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TpucError(f"{path}: no such file") from None
+    except PermissionError:
+        raise TpucError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise TpucError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """All arrays of an npz file; a missing, unreadable or corrupt file, or a
     member that is not an .npy array (numpy returns its raw bytes), is a

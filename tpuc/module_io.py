@@ -16,7 +16,7 @@ from xdsl.utils.exceptions import ParseError
 
 from tpuc.dialects.base import from_attr, to_attr
 from tpuc.errors import TpucError
-from tpuc.files import OutputSet, load_npz
+from tpuc.files import OutputSet, load_npz, read_bytes
 from tpuc.ir_text import check_ir_text, decode_ir
 from tpuc.weights import WeightStore, attach_weights, check_weight_shapes, live_weights
 
@@ -119,17 +119,7 @@ def _producer(value: SSAValue) -> str:
 
 def read_module_text(path: str | os.PathLike[str]) -> str:
     """The checked text of a .mlir file; unreadable files are TpucErrors."""
-    mlir = Path(path)
-    if mlir.is_dir():
-        raise TpucError(f"{path}: is a folder, not a .mlir file")
-    try:
-        data = mlir.read_bytes()
-    except FileNotFoundError:
-        raise TpucError(f"{path}: no such file") from None
-    except PermissionError:
-        raise TpucError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise TpucError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    data = read_bytes(path, ".mlir file")
     return decode_ir(data, str(path))
 
 

@@ -206,7 +206,7 @@ def test_file_round_trip_and_missing(tmp_path):
     path = tmp_path / "m.bmodel"
     path.write_bytes(write_bmodel(sample_model()))
     assert load_bmodel_file(path) == sample_model()
-    with pytest.raises(TpucError, match=r"nope.bmodel: no such bmodel file"):
+    with pytest.raises(TpucError, match=r"nope.bmodel: no such file"):
         load_bmodel_file(tmp_path / "nope.bmodel")
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import struct
 from datetime import UTC, datetime
-from pathlib import Path
 
 from tpuc.bmodel.fbs_read import decode
 from tpuc.bmodel.fbs_write import encode
@@ -32,6 +31,7 @@ from tpuc.bmodel.model import (
 )
 from tpuc.dtypes import DTYPE_BYTES, DTYPE_CODES
 from tpuc.errors import TpucError
+from tpuc.files import read_bytes
 
 __all__ = [
     "DTYPE_BYTES",
@@ -98,14 +98,7 @@ def read_bmodel(data: bytes, source: str) -> BModel:
 
 def load_bmodel_file(path: str | os.PathLike) -> BModel:
     """Read and check the .bmodel file at `path`."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise TpucError(f"{path}: no such bmodel file") from None
-    except IsADirectoryError:
-        raise TpucError(f"{path}: is a directory, not a bmodel file") from None
-    except OSError as exc:
-        raise TpucError(f"{path}: cannot read bmodel: {exc.strerror or exc}") from None
+    data = read_bytes(path, "bmodel file")
     return read_bmodel(data, str(path))
 
 
