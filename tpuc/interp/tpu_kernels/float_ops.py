@@ -3,7 +3,9 @@
 A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
 carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
-TPU module reproduces the TOP interpreter bit for bit.
+TPU module reproduces the TOP interpreter bit for bit. The rounding is the
+kernel library's (`tpuc.kernels.rounding`, on the results' `Element`s, built
+once per op); the TOP float kernels are still called with the op.
 """
 
 from __future__ import annotations
@@ -11,26 +13,31 @@ from __future__ import annotations
 from xdsl.ir import Attribute
 
 from tpuc.dialects import top, tpu
-from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
+from tpuc.interp.tpu_kernels.params import element_of_value, element_record
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
-from tpuc.ir import FLOAT_DTYPES, element_of
+from tpuc.kernels import rounding
+from tpuc.kernels.element import Element
+from tpuc.kernels.executor import current
 
 
 def round_float(x: Array, element: Attribute) -> Array:
-    """float32 values rounded to the float type `element` (f32: as is)."""
-    name = FLOAT_DTYPES.get(type(element))
-    rounder = ELEMENT_TYPES[name].rounding if name is not None else None
-    return x if rounder is None else rounder(x)
+    """float32 values rounded to the IR float type `element` (f32: as is)."""
+    return rounding.round_float(x, element_record(element))
+
+
+def result_elements(op) -> tuple[Element, ...]:
+    """The op's result elements, built once per op and interpreter."""
+    return current().memo(
+        ("result elements", op), lambda: tuple(element_of_value(v) for v in op.results)
+    )
 
 
 def round_results(op, result: KernelResult) -> KernelResult:
     """Each result rounded to the element type of its own result value."""
-    if isinstance(result, tuple):
-        return tuple(round_float(r, element_of(v)) for r, v in zip(result, op.results, strict=True))
-    return round_float(result, element_of(op.results[0]))
+    return rounding.round_results(result_elements(op), result)
 
 
 def rounded(fn: Kernel) -> Kernel:
