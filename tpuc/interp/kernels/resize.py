@@ -1,4 +1,4 @@
-"""Resize (ONNX Resize semantics) and integer nearest Upsample.
+"""Resize (ONNX Resize semantics; integer nearest Upsample is in data.py).
 
 Resize is separable: each resized axis is resampled in turn with a small
 gather of neighbours and per-position weights (1 tap nearest, 2 linear,
@@ -137,10 +137,3 @@ def interp(op, args: list[Array]) -> Array:
             continue
         y = resample(op, y, axis, n_out, scale)
     return f32(y)
-
-
-@kernel(top.UpsampleOp)
-def upsample(op, args: list[Array]) -> Array:
-    x = args[0]
-    y = np.repeat(x, int(op.value("scale_h")), axis=-2)
-    return np.repeat(y, int(op.value("scale_w")), axis=-1)

@@ -11,7 +11,8 @@ and apply `relu_int`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,9 +20,12 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
+from tpuc.interp.kernels.registry import LIBRARY, Array, Kernel, KernelResult
+from tpuc.interp.tpu_kernels.params import element_of_value, library_kernel
 from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, relu_int, tpu_kernel
 from tpuc.ir import element_of
+from tpuc.kernels import data
+from tpuc.kernels.requant import NO_RELU
 from tpuc.qparams import QuantParams
 
 
@@ -65,7 +69,11 @@ def shared_type(op, operands: Iterable[int] | None) -> QuantParams:
 
 def moved(top_cls: type, operands: Sequence[int] | None = (0,)) -> Kernel:
     """The int kernel running TOP's kernel of `top_cls` on stored integers
-    (`operands`: those sharing the result type; None: all of them)."""
+    (`operands`: those sharing the result type; None: all of them). A TOP
+    kernel of the kernel library runs its record with the ReLU off
+    (`tpuc.kernels.data.stored`); the type check is done once per op."""
+    if top_cls in LIBRARY:
+        return stored_kernel(*LIBRARY[top_cls], operands)
     fn = KERNELS[top_cls]
 
     def run(op, args: list[Array | None]) -> KernelResult:
@@ -76,6 +84,25 @@ def moved(top_cls: type, operands: Sequence[int] | None = (0,)) -> Kernel:
 
     run.__doc__ = f"{fn.__name__} on stored integers."
     return run
+
+
+def stored_kernel(build: Callable, run: Callable, operands: Sequence[int] | None) -> Kernel:
+    """library_kernel of the `Stored` record around TOP's record."""
+
+    def build_stored(op) -> data.Stored:
+        shared_type(op, operands)
+        move = build(op)
+        relu = getattr(move, "relu", NO_RELU)
+        if relu.on:
+            move = replace(move, relu=NO_RELU)
+        return data.Stored(move, relu, element_of_value(op.results[0]))
+
+    def run_stored(p: data.Stored, *args: Array) -> KernelResult:
+        return data.stored(p, run, *args)
+
+    run_stored.__doc__ = f"{run.__name__} on stored integers."
+    run_stored.__name__ = run.__name__
+    return library_kernel(build_stored, run_stored)
 
 
 MOVES = (*top.VALUE_MOVES, top.PadOp)  # Pad: the lowering quantized its `val`
