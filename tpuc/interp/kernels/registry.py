@@ -1,9 +1,12 @@
 """The float kernel registry and the helpers every kernel family shares.
 
 A kernel is `fn(op, args) -> array | tuple[array, ...]`: `args` holds one
-numpy array per operand (None for `top.None` operands), attributes are read
-with `op.value(...)`. Kernels are registered by op class so the interpreter
-dispatches with one dict lookup.
+numpy array per operand (None for `top.None` operands). Kernels are
+registered by op class so the interpreter dispatches with one dict lookup.
+Every TOP kernel is a kernel-library function on a parameter record
+(`library(op_class, build, run)`): `build(op)` reads the attributes once
+per op and interpreter (the executor's memo), `run(record, *args)` is the
+IR-free kernel of `tpuc.kernels`.
 """
 
 from __future__ import annotations
