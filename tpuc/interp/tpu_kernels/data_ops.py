@@ -3,48 +3,31 @@
 Reshape, Permute, Slice, Pad, nearest resizes, Gather, max pooling, Max/Min
 … never create a value their input did not hold, so TOP's float kernel run
 on the stored integers is already exact, provided input and output share one
-quantized type (checked here: a mismatch is a lowering bug). A fused ReLU is
-the one exception: on stored integers it clamps at Z_out (and at
-Z_out + round(limit/S_out)), so such ops run TOP's kernel with the ReLU off
-and apply `relu_int`.
+quantized type (checked once per op: a mismatch is a lowering bug). A fused
+ReLU is the one exception: on stored integers it clamps at Z_out (and at
+Z_out + round(limit/S_out)). Each op runs its TOP kernel's library record
+with the ReLU off inside a `tpuc.kernels.data.Stored` record, which applies
+that integer ReLU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
-import numpy as np
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
-from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, relu_int, tpu_kernel
+from tpuc.interp.kernels import KERNELS  # noqa: F401  (registers TOP's kernels in LIBRARY)
+from tpuc.interp.kernels.registry import LIBRARY, Array, Kernel, KernelResult
+from tpuc.interp.tpu_kernels.params import element_of_value, library_kernel
+from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, tpu_kernel
 from tpuc.ir import element_of
+from tpuc.kernels import data
+from tpuc.kernels.requant import NO_RELU
 from tpuc.qparams import QuantParams
 
-
-class WithoutRelu:
-    """`op` as a TOP kernel should see it with its fused ReLU turned off.
-    Hashes and compares as `op`, so per-op memos (pool geometry) are shared."""
-
-    __slots__ = ("op",)
-
-    def __init__(self, op):
-        self.op = op
-
-    def value(self, key: str):
-        return False if key == "do_relu" else self.op.value(key)
-
-    def __getattr__(self, name: str):
-        return getattr(self.op, name)
-
-    def __hash__(self) -> int:
-        return hash(self.op)
-
-    def __eq__(self, other) -> bool:
-        return other is self.op or (isinstance(other, WithoutRelu) and other.op is self.op)
+Check = Callable[[object], None]
 
 
 def shared_type(op, operands: Iterable[int] | None) -> QuantParams:
@@ -63,19 +46,46 @@ def shared_type(op, operands: Iterable[int] | None) -> QuantParams:
     return QuantParams.of(first)
 
 
-def moved(top_cls: type, operands: Sequence[int] | None = (0,)) -> Kernel:
-    """The int kernel running TOP's kernel of `top_cls` on stored integers
-    (`operands`: those sharing the result type; None: all of them)."""
-    fn = KERNELS[top_cls]
+def moved(
+    top_cls: type, operands: Sequence[int] | None = (0,), check: Check | None = None
+) -> Kernel:
+    """The int kernel running the library record of TOP's `top_cls` kernel
+    on stored integers (`operands`: those sharing the result type; None: all
+    of them), its ReLU applied by `data.stored`. `check(op)` and the type
+    check run once per op, when the record is built."""
+    build, run = LIBRARY[top_cls]
 
-    def run(op, args: list[Array | None]) -> KernelResult:
-        out = shared_type(op, operands)
-        if not op.value("do_relu"):
-            return fn(op, args)
-        return relu_int(op, np.asarray(fn(WithoutRelu(op), args), np.float32), out)
+    def build_stored(op) -> data.Stored:
+        if check is not None:
+            check(op)
+        shared_type(op, operands)
+        move = build(op)
+        relu = getattr(move, "relu", NO_RELU)
+        if relu.on:
+            move = replace(move, relu=NO_RELU)
+        return data.Stored(move, relu, element_of_value(op.results[0]))
 
-    run.__doc__ = f"{fn.__name__} on stored integers."
-    return run
+    def run_stored(p: data.Stored, *args: Array) -> KernelResult:
+        return data.stored(p, run, *args)
+
+    run_stored.__doc__ = f"{run.__name__} on stored integers."
+    run_stored.__name__ = run.__name__
+    return library_kernel(build_stored, run_stored)
+
+
+def nearest_only(op) -> None:
+    """Only nearest resizing moves integers; linear/cubic would interpolate."""
+    if op.value("mode") != "nearest":
+        raise TpucError(
+            f"{op.name} '{op.names[0]}': mode {op.value('mode')!r} has no integer form "
+            "(only nearest; the lowering must keep it in float)"
+        )
+
+
+def float_indices(op) -> None:
+    """Gather: quantized data, float-valued indices."""
+    if isinstance(element_of(op.operands[1]), UniformQuantizedType):
+        raise TpucError(f"{op.name} '{op.names[0]}': the indices must not be quantized")
 
 
 MOVES = (*top.VALUE_MOVES, top.PadOp)  # Pad: the lowering quantized its `val`
@@ -84,28 +94,8 @@ for _cls in MOVES:
     tpu_kernel(tpu.MIRRORS[_cls])(moved(_cls))
 for _cls in (top.MaxOp, top.MinOp):
     tpu_kernel(tpu.MIRRORS[_cls])(moved(_cls, None))
-
-_interp = moved(top.InterpOp)
-_gather = moved(top.GatherOp)
-
-
-@tpu_kernel(tpu.InterpOp)
-def interp(op, args: list[Array]) -> Array:
-    """Only nearest resizing moves integers; linear/cubic would interpolate."""
-    if op.value("mode") != "nearest":
-        raise TpucError(
-            f"{op.name} '{op.names[0]}': mode {op.value('mode')!r} has no integer form "
-            "(only nearest; the lowering must keep it in float)"
-        )
-    return _interp(op, args)
-
-
-@tpu_kernel(tpu.GatherOp)
-def gather(op, args: list[Array]) -> Array:
-    """Quantized data, float-valued indices."""
-    if isinstance(element_of(op.operands[1]), UniformQuantizedType):
-        raise TpucError(f"{op.name} '{op.names[0]}': the indices must not be quantized")
-    return _gather(op, args)
+tpu_kernel(tpu.InterpOp)(moved(top.InterpOp, check=nearest_only))
+tpu_kernel(tpu.GatherOp)(moved(top.GatherOp, check=float_indices))
 
 
 def claim_modes(tpu_cls: type, key: str, modes: Sequence[str], top_cls: type) -> None:
