@@ -162,11 +162,20 @@ def _conv(op: Operation, layer_id: int) -> list[Command] | None:
 
 @engine_rule(tpu.MatMulOp)
 def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
-    requant = requant_block(op, -1)
-    if not _int_only(op) or requant is None or len(op.operands) != 3:
+    if not _int_only(op) or len(op.operands) != 3:
+        return None
+    operands = [tensor_record(v, op) for v in op.operands]
+    if op.value("coeff_merged"):  # per-column values, merged by weight-reorder
+        requant = requant_block(op, -1, 1, 0)
+        if requant is None:
+            return None
+        requant = isa.RequantBlock(**{**requant.__dict__, "per_channel": 1})
+        operands = [*operands[:2], *_coeff_views(operands[2])]
+    else:
+        requant = requant_block(op, -1)
+    if requant is None:
         return None
     block = isa.MatMulBlock(int(bool(op.value("right_transpose"))), requant)
-    operands = [tensor_record(v, op) for v in op.operands]
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id)]
 

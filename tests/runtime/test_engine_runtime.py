@@ -85,7 +85,7 @@ def test_engine_records_equal_the_interpreters(int8_deploy):
             op = ops[names[step.command.header.layer_id]]
             expected = builders[op.name](op)
             got = step.record
-            channels = step.command.results[0].shape[1]
+            channels = step.command.results[0].shape[got.requant.axis]
             got = dataclasses.replace(got, requant=_per_channel(got.requant, channels))
             expected = dataclasses.replace(
                 expected, requant=_per_channel(expected.requant, channels)
