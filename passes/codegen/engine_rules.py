@@ -5,7 +5,7 @@ the op's command sequence or None to decline (the op then keeps its
 transitional per-op command). Today the rules cover the integer ops the
 kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
 (one CVT per input into its window of the output), average pooling and
-ReduceSum/Mean. Each block holds exactly what the TPU interpreter's record
+ReduceSum/Mean, and the table lookup. Each block holds exactly what the TPU interpreter's record
 builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
 simulator rebuilds the same record from the command alone.
 """
@@ -21,7 +21,14 @@ from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
 from tpuc.ir import kind_of
 from tpuc.isa import engine as isa
-from tpuc.isa.records import ENGINE_TIU, RECORD_BYTES, Command, Header, TensorRecord
+from tpuc.isa.records import (
+    ENGINE_TIU,
+    RECORD_BYTES,
+    TENSOR_QUANTIZED,
+    Command,
+    Header,
+    TensorRecord,
+)
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.passes.codegen.commands import _filter_reordered, _view, tensor_record
 from tpuc.registry import Registry
@@ -269,6 +276,19 @@ def _reduce(op: Operation, layer_id: int) -> list[Command] | None:
     block = isa.ReduceBlock(mode, int(bool(op.value("keepdims"))), len(axes), tuple(axes), requant)
     inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_REDUCE, block, [inp], [out], layer_id)]
+
+
+@engine_rule(tpu.LutOp)
+def _lut(op: Operation, layer_id: int) -> list[Command] | None:
+    """Quantized input: the lookup on stored values (tpuc.kernels.lut)."""
+    if not _int_only(op) or len(op.operands) != 2:
+        return None
+    x, table = (tensor_record(v, op) for v in op.operands)
+    if not x.flags & TENSOR_QUANTIZED or len(table.shape) not in (1, 2):
+        return None
+    block = isa.LutBlock(int(len(table.shape) == 2))
+    out = tensor_record(op.results[0], op)
+    return [engine_command(isa.TIU_LUT, block, [x, table], [out], layer_id)]
 
 
 def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:

@@ -26,7 +26,7 @@ TIU_MATMUL = 0x201  # matrix multiply (+ bias) with requant
 TIU_ARITH = 0x202  # elementwise add/sub/mul with per-input multipliers + requant
 TIU_POOL = 0x203  # window pooling (avg)
 TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
-TIU_LUT = 0x205  # 256-entry table lookup (defined; not emitted yet)
+TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
 TIU_SFU = 0x207  # float special functions (defined; not emitted yet)
 
@@ -154,10 +154,10 @@ class ReduceBlock:
 
 @dataclass(frozen=True)
 class LutBlock:
-    """out[i] = table[in[i]] (operand 1: the 256-entry table, indexed by the
-    stored byte; signed inputs index by their two's complement byte)."""
+    """out = table[q − qmin_in] (operand 1: the table, [n] or one row per
+    channel of axis 1, [C, n]); `per_channel` says which."""
 
-    signed_index: int
+    per_channel: int
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ BLOCKS: dict[int, Layout] = {
         ("mode", "keepdims", "n_axes", ("axes", MAX_AXES)),
         True,
     ),
-    TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("signed_index",), False),
+    TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
     TIU_CVT: Layout(struct.Struct("<8x"), CvtBlock, (), True),
     TIU_SFU: Layout(struct.Struct("<B7xdd"), SfuBlock, ("function", "alpha", "beta"), False),
 }

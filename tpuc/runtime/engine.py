@@ -2,7 +2,7 @@
 
 A TIU engine command's parameter block and tensor records become the
 library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
-`Reduce`, each with its `Requant`) once, when the bmodel is loaded; running
+`Reduce`, each with its `Requant`; `Lut`) once, when the bmodel is loaded; running
 the step reads the operands from device memory, calls `tpuc.kernels`, and
 writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
 copies. This module imports no dialect, pass or interpreter (an import
@@ -25,6 +25,7 @@ from tpuc.kernels import arith, sums
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
+from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.kernels.requant import Relu, Requant
 from tpuc.runtime.device import Device, Region
@@ -222,8 +223,17 @@ class EngineStep(Step):
         )
         return record, sums.reduce_sum, (0,)
 
+    def _lut(self, b: isa.LutBlock):
+        x, table = self.command.operands[:2]
+        if (len(table.shape) == 2) != bool(b.per_channel):
+            raise ValueError(
+                f"a table of shape {list(table.shape)} with per_channel {b.per_channel}"
+            )
+        return Lut(element_of(x), element_of(self.command.results[0])), lut, (0, 1)
+
 
 BUILDERS: dict[int, Callable] = {
+    isa.TIU_LUT: EngineStep._lut,
     isa.TIU_CONV: EngineStep._conv,
     isa.TIU_MATMUL: EngineStep._matmul,
     isa.TIU_ARITH: EngineStep._arith,
