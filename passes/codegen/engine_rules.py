@@ -240,16 +240,25 @@ def _concat(op: Operation, layer_id: int) -> list[Command] | None:
 # --- sums -------------------------------------------------------------------------------------
 
 
+def _same_quant(a: TensorRecord, b: TensorRecord) -> bool:
+    fields = ("dtype", "flags", "scale", "zero_point", "storage_min", "storage_max")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
 @engine_rule(tpu.Pool2DOp)
 def _pool(op: Operation, layer_id: int) -> list[Command] | None:
     requant = requant_block(op, 1)
-    if not _int_only(op) or op.value("pool_mode") != "Avg" or requant is None:
+    mode = {"Avg": isa.POOL_AVG, "Max": isa.POOL_MAX}.get(op.value("pool_mode"))
+    if not _int_only(op) or mode is None or requant is None:
         return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if mode == isa.POOL_MAX and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out)):
+        return None  # a max moves stored values: one quantized type (else the op's error)
     kernel, strides, pads = _ints(op, "kernel_shape"), _ints(op, "strides"), _ints(op, "pads")
     if max(len(kernel), len(strides)) > isa.MAX_SPATIAL or len(pads) > 2 * isa.MAX_SPATIAL:
         return None
     block = isa.PoolBlock(
-        isa.POOL_AVG,
+        mode,
         int(bool(op.value("ceil_mode"))),
         len(kernel),
         len(strides),
@@ -259,7 +268,6 @@ def _pool(op: Operation, layer_id: int) -> list[Command] | None:
         tuple(pads),
         requant,
     )
-    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id)]
 
 

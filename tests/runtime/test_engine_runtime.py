@@ -198,3 +198,20 @@ def test_arith_add_runs_on_the_library():
     assert isinstance(step, EngineStep) and step.record.inputs[0] == element_of(record())
     step.run()
     assert list(region.bytes[64:68].view(np.int8)) == [6, 4, -4, 127]
+
+
+def test_max_pool_on_stored_values_with_fused_relu():
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0:16] = np.array(
+        [-5, -3, 1, 2, -9, -8, 4, 3, 7, 0, -1, -2, 6, 5, -4, -3], np.int8
+    ).view(np.uint8)
+    q = dict(flags=1, scale=0.1, zero_point=-2, storage_min=-128, storage_max=127)
+    x = TensorRecord(START, "i8", (1, 1, 4, 4), **q)
+    out = TensorRecord(START + 64, "i8", (1, 1, 2, 2), **q)
+    relu = isa.RequantBlock(relu=1)
+    block = isa.PoolBlock(isa.POOL_MAX, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), relu)
+    params = isa.encode_block(isa.TIU_POOL, block)
+    make_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
+    # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
+    assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]

@@ -27,6 +27,7 @@ from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
+from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import Relu, Requant
 from tpuc.runtime.device import Device, Region
 
@@ -205,7 +206,8 @@ class EngineStep(Step):
         return record, arith.concat, (0,)
 
     def _pool(self, b: isa.PoolBlock):
-        if b.mode != isa.POOL_AVG:
+        kernels = {isa.POOL_AVG: sums.avg_pool, isa.POOL_MAX: max_pool}
+        if b.mode not in kernels:
             raise ValueError(f"pool mode {b.mode}")
         record = sums.Pool(
             b.kernel,
@@ -215,7 +217,7 @@ class EngineStep(Step):
             element_of(self.command.operands[0]),
             self._requant(b.requant),
         )
-        return record, sums.avg_pool, (0,)
+        return record, kernels[b.mode], (0,)
 
     def _reduce(self, b: isa.ReduceBlock):
         record = sums.Reduce(
