@@ -9,6 +9,9 @@
   one), multiplier, rshift] per output channel (per-tensor values repeated).
   It replaces the bias operand, and the op gets `coeff_merged = true`; the
   multiplier/rshift attributes stay for readers of the IR.
+- INT8 tpu.MatMul with per-column multipliers or rshifts: the same merge,
+  [1, n, 1, 3] per column of the result's last axis (so its engine-level
+  command takes them as tensors, docs/isa.md).
 
 The TPU interpreter reads the lowered layouts, so it runs modules from
 before this pass; codegen reads the reordered ones. New weights go into the
@@ -194,6 +197,39 @@ def merge_coeff(rw: Reorderer, op: TensorOp) -> None:
     if op.value("coeff_merged"):
         return
     coeff = merged_coeff(rw, op)
+    rw.replace(op, BIAS, f"{op.names[0]}_coeff_merged", coeff, i32)
+    op.set_value("coeff_merged", True)
+
+
+@reorder(tpu.MatMulOp)
+def merge_matmul_coeff(rw: Reorderer, op: TensorOp) -> None:
+    """INT8 matmuls with per-column multipliers or rshifts (a fixed-layout
+    command block holds only per-tensor ones): bias, multiplier and rshift
+    become `<matmul>_coeff_merged` [1, n, 1, 3] per column of the last axis,
+    as for convs. A matmul with an activation or a float bias is left alone."""
+    if not isinstance(_element(op.operands[0]), UniformQuantizedType):
+        return
+    if op.value("coeff_merged") or len(op.operands) != 3:
+        return
+    if len(op.value("multiplier") or [1]) <= 1 and len(op.value("rshift") or [0]) <= 1:
+        return
+    owner = op.operands[BIAS].owner
+    if not isinstance(owner, top.NoneOp | top.WeightOp):
+        return
+    if isinstance(owner, top.WeightOp) and rw.data(op, BIAS).dtype.kind not in "iu":
+        return
+    shape = shape_of(op.results[0])
+    if not shape or shape[-1] < 1:
+        return
+    n = shape[-1]
+    if isinstance(owner, top.WeightOp) and rw.data(op, BIAS).size not in (1, n):
+        return
+    columns = (
+        bias_values(rw, op, n),
+        per_channel(op, op.value("multiplier") or [1], n, "multiplier"),
+        per_channel(op, op.value("rshift") or [0], n, "rshift"),
+    )
+    coeff = np.stack(columns, axis=-1).astype(np.int32).reshape(1, n, 1, 3)
     rw.replace(op, BIAS, f"{op.names[0]}_coeff_merged", coeff, i32)
     op.set_value("coeff_merged", True)
 

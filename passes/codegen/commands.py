@@ -255,7 +255,13 @@ def _split(op: Operation, layer_id: int) -> list[Command] | None:
 
 
 def op_commands(op: Operation, layer_id: int) -> list[Command]:
-    """The commands of one TPU-subnet op, DMA where it is a plain copy."""
+    """The commands of one TPU-subnet op: DMA where it is a plain copy, else
+    its engine-level commands, else (no rule yet) its transitional per-op
+    command."""
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
     rule = COPY_RULES.get(type(op))
     commands = rule(op, layer_id) if rule is not None else None
+    if commands is None:
+        commands = engine_commands(op, layer_id)
     return commands if commands is not None else [tiu_command(op, layer_id)]

@@ -80,3 +80,36 @@ def test_unknown_opcode():
     cmd.header = Header(0x3FF, TIU_CODE, 1, 0, 2, 1, 1)
     with pytest.raises(ValueError, match="unknown opcode 0x3ff"):
         command_phases(cmd)
+
+
+def test_engine_opcodes_are_priced():
+    """Engine-level TIU commands: unit by opcode, work from block and records."""
+    from tpuc.isa import engine as isa
+    from tpuc.isa.units import ENGINE_UNITS
+
+    assert set(ENGINE_UNITS) == isa.TIU_ENGINE_OPCODES
+    req = isa.RequantBlock()
+    inp = TensorRecord(0x1000, "i8", (1, 64, 56, 56))
+    out = TensorRecord(0x200000, "i8", (1, 64, 56, 56))
+    for mode, group, unit in ((isa.CONV_NORMAL, 1, Unit.CONV), (isa.CONV_DEPTHWISE, 64, Unit.POOL)):
+        filt = TensorRecord(0x100000, "i8", (64, 64 // group, 3, 3))
+        block = isa.ConvBlock(mode, 2, group, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (), 0, req)
+        params = isa.encode_block(isa.TIU_CONV, block)
+        header = Header(isa.TIU_CONV, TIU_CODE, 1, 0, 3, 1, len(params) // RECORD_BYTES)
+        task = compute_task(
+            Command(header, [inp, filt, TensorRecord(0, "f32", (), space=0xFF)], [out], params)
+        )
+        assert task.unit is unit and task.work == 56 * 56 * 64 * (64 // group) * 9
+    pool = isa.PoolBlock(0, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
+    params = isa.encode_block(isa.TIU_POOL, pool)
+    small = TensorRecord(0x200000, "i8", (1, 64, 28, 28))
+    header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, 1)
+    task = compute_task(Command(header, [inp], [small], params))
+    assert task.unit is Unit.POOL and task.work == 64 * 28 * 28 * 4
+    load = Command(
+        Header(isa.GDMA_LOAD, ENGINE_GDMA, 1, 0, 1, 1, 0),
+        [small],
+        [TensorRecord(0, "i8", (1, 64, 28, 28), space=SPACE_LOCAL)],
+    )
+    (phase,) = command_phases(load)
+    assert phase.task.direction is Direction.DDR_TO_LMEM and phase.task.work == 64 * 28 * 28

@@ -181,3 +181,30 @@ def test_lowered_float_network_reshapes_filters_only(tmp_path):
         assert new.dtype == np.float16 and new.tobytes() == filt.tobytes()
         assert new.shape == (1, filt.shape[0], filt.shape[1], filt.shape[2] * filt.shape[3])
     assert not replaced & set(store)
+
+
+def matmul_text(mult: str, shift: str) -> str:
+    """One INT8 matmul x[2,4] @ w[4,3] (+ bias b[3]) with the given requant."""
+    return f"""
+builtin.module attributes {{module.state = "TPU_LOWERED"}} {{
+  func.func @main(%arg0: tensor<2x4x{Q_IN}>) -> tensor<2x3x{Q_OUT}> {{
+    %x = "top.Input"(%arg0) {{name = "x"}} : (tensor<2x4x{Q_IN}>) -> tensor<2x4x{Q_IN}>
+    %w = "top.Weight"() {{name = "w"}} : () -> tensor<4x3xsi8>
+    %b = "top.Weight"() {{name = "b"}} : () -> tensor<3xi32>
+    %y = "tpu.MatMul"(%x, %w, %b) {{name = "y", multiplier = {mult}, rshift = {shift}}} : (tensor<2x4x{Q_IN}>, tensor<4x3xsi8>, tensor<3xi32>) -> tensor<2x3x{Q_OUT}>
+    func.return %y : tensor<2x3x{Q_OUT}>
+  }}
+}}
+"""  # noqa: E501
+
+
+def test_matmul_per_column_requant_merged_per_tensor_left_alone():
+    weights = {"w": np.ones((4, 3), np.int8), "b": np.array([5, 6, 7], np.int32)}
+    store = WeightStore(**weights)
+    module = reorder(parse_module(matmul_text("[11, 22, 33]", "[1, 2, 3]")), store)
+    (mm,) = [op for op in main_function(module).body.block.ops if isinstance(op, tpu.MatMulOp)]
+    assert weight_name(mm, 2) == "y_coeff_merged" and mm.value("coeff_merged") is True
+    assert store["y_coeff_merged"].reshape(3, 3).tolist() == [[5, 11, 1], [6, 22, 2], [7, 33, 3]]
+    module = reorder(parse_module(matmul_text("[11]", "[1]")), WeightStore(**weights))
+    (mm,) = [op for op in main_function(module).body.block.ops if isinstance(op, tpu.MatMulOp)]
+    assert weight_name(mm, 2) == "b" and mm.value("coeff_merged") is None

@@ -62,10 +62,10 @@ def test_model_runner_profile(prepared, deployed, tmp_path, capsys):  # noqa: F8
     assert code == 0, err
     doc = json.loads((tmp_path / "p.json").read_text())
     assert doc["cycles"] == estimate(load_bmodel_file(out / "cnn.bmodel")).cycles
-    row = next(r for r in doc["timeline"] if r["op"] == "tpu.Conv2D" and r["phase"] == "compute")
+    row = next(r for r in doc["timeline"] if r["op"] == "TIU_CONV" and r["phase"] == "compute")
     assert row["engine"] == "TIU" and row["macs"] == 8 * 8 * 4 * 3 * 9 and row["end"] > row["start"]
     assert {r["name"] for r in doc["layers"]} >= {"r1", "logits"}  # tensor_location names
-    assert "estimated latency" in printed and "tpu.Conv2D" in printed
+    assert "estimated latency" in printed and "TIU_CONV" in printed  # the engine-level opcode
     with (
         np.load(tmp_path / "o.npz") as got,
         np.load(out / "cnn_bm1684x_int8_sym_model_outputs.npz") as ref,

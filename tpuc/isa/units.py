@@ -9,8 +9,11 @@ Global layers (every TIU command today) keep their operands in DDR, so a
 TIU command is modelled as three phases: a DDR->LMEM load of every operand
 in global memory (weights included), the compute, an LMEM->DDR store of
 every result in global memory. Operands already in local memory (layer
-groups, later) cost no DMA. A GDMA_COPY is one move of its destination's
-bytes, its direction from the two records' memory spaces.
+groups, later) cost no DMA. A GDMA command (MOVE = the former GDMA_COPY,
+LOAD, STORE, L2L) is one move of its destination's bytes, its direction
+from the two records' memory spaces. Engine-level TIU commands map to
+their unit by opcode (`ENGINE_UNITS`) and read their work from the
+parameter block.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import math
 
 from tpuc.chips.timing import Direction, Unit
 from tpuc.cost import Phase, Task
-from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
+from tpuc.isa import engine as isa
+from tpuc.isa.opcodes import OP_NAMES
 from tpuc.isa.params import decode_params
 from tpuc.isa.records import SPACE_GLOBAL, Command, TensorRecord, element_bytes
 
@@ -97,8 +101,51 @@ def _widest(cmd: Command) -> int:
     return max((element_bytes(t.dtype) for t in tensors), default=1)
 
 
+ENGINE_UNITS: dict[int, Unit] = {
+    isa.TIU_CONV: Unit.CONV,
+    isa.TIU_MATMUL: Unit.MATMUL,
+    isa.TIU_ARITH: Unit.ARITH,
+    isa.TIU_POOL: Unit.POOL,
+    isa.TIU_REDUCE: Unit.POOL,
+    isa.TIU_LUT: Unit.LUT,
+    isa.TIU_CVT: Unit.CONVERT,
+    isa.TIU_SFU: Unit.SFU,
+}
+"""Engine-level TIU opcode -> its unit class (docs/isa.md)."""
+
+
+def engine_task(cmd: Command) -> Task:
+    """The work of an engine-level TIU command, from its block and records."""
+    code = cmd.header.opcode
+    unit = ENGINE_UNITS[code]
+    try:
+        block = isa.decode_block(code, cmd.params)
+    except isa.BlockError as exc:
+        raise ValueError(str(exc)) from None
+    if code == isa.TIU_CONV:
+        inp, filt, out = cmd.operands[0], cmd.operands[1], cmd.results[0]
+        if block.mode == isa.CONV_TRANSPOSED:
+            work = elements(inp) * elements(filt) // max(inp.shape[1], 1)
+            return Task(unit, work, element_bytes(inp.dtype))
+        macs = elements(out) * elements(filt) // max(out.shape[1], 1)
+        depthwise = block.mode == isa.CONV_DEPTHWISE
+        return Task(Unit.POOL if depthwise else unit, macs, element_bytes(inp.dtype))
+    if code == isa.TIU_MATMUL:
+        inp, out = cmd.operands[0], cmd.results[0]
+        work = elements(out) * (inp.shape[-1] if inp.shape else 1)
+        return Task(unit, work, element_bytes(inp.dtype))
+    if code == isa.TIU_POOL:
+        return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
+    if code == isa.TIU_REDUCE:
+        return Task(unit, elements(cmd.operands[0]), _widest(cmd))
+    tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
+    return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
+
+
 def compute_task(cmd: Command) -> Task:
     """The TIU work of a command (ValueError: unknown opcode, bad params)."""
+    if cmd.header.opcode in ENGINE_UNITS:
+        return engine_task(cmd)
     name = OP_NAMES.get(cmd.header.opcode)
     if name is None:
         raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
@@ -121,7 +168,7 @@ def _move(nbytes: int, direction: Direction, kind: str) -> Phase:
 
 def command_phases(cmd: Command) -> tuple[Phase, ...]:
     """What a command does, phase by phase (module docstring)."""
-    if cmd.header.opcode == GDMA_COPY:
+    if cmd.header.opcode in isa.GDMA_OPCODES:
         src, dst = cmd.operands[0], cmd.results[0]
         direction = _DIRECTIONS[_global(src), _global(dst)]
         return (_move(dst.nbytes, direction, "move"),)

@@ -11,7 +11,7 @@ import numpy as np
 
 from tpuc.dtypes import STORAGE, from_storage, to_storage
 from tpuc.errors import TpucError
-from tpuc.isa.records import SPACE_GLOBAL, TensorRecord, element_bytes
+from tpuc.isa.records import SPACE_GLOBAL, SPACE_LOCAL, TensorRecord, element_bytes
 
 
 class Region:
@@ -24,11 +24,45 @@ class Region:
 
 
 class Device:
-    """Global memory of `gmem_bytes` starting at `gmem_start`."""
+    """Global memory of `gmem_bytes` starting at `gmem_start`; per NPU lane,
+    `lmem_bytes` of local memory (`npu_num` lanes; backed on first use)."""
 
-    def __init__(self, chip: str, gmem_start: int, gmem_bytes: int):
+    def __init__(
+        self,
+        chip: str,
+        gmem_start: int,
+        gmem_bytes: int,
+        npu_num: int = 0,
+        lmem_bytes: int = 0,
+    ):
         self.chip, self.gmem_start, self.gmem_bytes = chip, gmem_start, gmem_bytes
+        self.npu_num, self.lmem_bytes = npu_num, lmem_bytes
         self.regions: list[Region] = []
+        self._local: Region | None = None
+
+    def local(self) -> Region:
+        """Local memory: lane i at [i·lmem_bytes, (i+1)·lmem_bytes)."""
+        if self._local is None:
+            self._local = Region("local memory", 0, self.npu_num * self.lmem_bytes)
+        return self._local
+
+    def local_region(self, record: TensorRecord, what: str) -> Region:
+        """A local record's region; its whole extent must lie in one lane
+        (until layer groups distribute channels over the lanes)."""
+        low, high = extent(record)
+        lane = low // self.lmem_bytes if self.lmem_bytes else 0
+        if not self.lmem_bytes or lane >= self.npu_num or low < 0:
+            raise TpucError(
+                f"{what}: local address {record.addr:#x} is past the {self.npu_num} NPU lanes "
+                f"of {self.lmem_bytes} bytes"
+            )
+        end = (lane + 1) * self.lmem_bytes
+        if high > end:
+            raise TpucError(
+                f"{what}: local [{low:#x}, {high:#x}) runs past lane {lane}'s "
+                f"{self.lmem_bytes} bytes (ends at {end:#x})"
+            )
+        return self.local()
 
     def allocate(self, name: str, start: int, size: int) -> Region:
         end = self.gmem_start + self.gmem_bytes
@@ -46,8 +80,10 @@ class Device:
 
     def region(self, record: TensorRecord, what: str) -> Region:
         """The region holding the whole strided extent of a tensor record."""
+        if record.space == SPACE_LOCAL:
+            return self.local_region(record, what)
         if record.space != SPACE_GLOBAL:
-            raise TpucError(f"{what}: local-memory operands need layer groups (not simulated yet)")
+            raise TpucError(f"{what}: memory space {record.space} holds no tensor")
         low, high = extent(record)
         for region in self.regions:
             if region.holds(low, high - low):

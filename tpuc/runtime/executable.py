@@ -1,11 +1,13 @@
 """Commands -> steps the simulator executes.
 
-A TIU (or CPU) command is turned back into the TPU op it encodes — op class
-from the opcode, attributes from its parameters, operand and result types
-from its tensor records — once, when the bmodel is loaded; running it calls
+Engine-level commands (docs/isa.md) run on the kernel library alone
+(`tpuc.runtime.engine`, no IR). A transitional per-op TIU (or CPU) command
+is turned back into the TPU op it encodes — op class from the opcode,
+attributes from its parameters, operand and result types from its tensor
+records — once, when the bmodel is loaded; running it calls
 the very kernel the TPU interpreter calls for that op. So a difference
 between simulator and interpreter is a codegen or addressing bug, never an
-arithmetic one. A GDMA copy is a strided numpy assignment.
+arithmetic one.
 """
 
 from __future__ import annotations
@@ -17,58 +19,14 @@ from xdsl.ir import Block
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
 from tpuc.interp.tpu_interpreter import tpu_kernel_for
-from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
+from tpuc.isa.opcodes import OP_NAMES
 from tpuc.isa.params import decode_params
-from tpuc.isa.records import (
-    FLAG_COEFF_MERGED,
-    FLAG_FILTER_REORDERED,
-    TENSOR_COEFF,
-    Command,
-    TensorRecord,
-)
+from tpuc.isa.records import FLAG_COEFF_MERGED, FLAG_FILTER_REORDERED, Command, TensorRecord
 from tpuc.isa.types import tensor_type_of_record
-from tpuc.runtime.device import Device, Region
+from tpuc.runtime.device import Device
+from tpuc.runtime.engine import Step, engine_step, is_engine_level
 
 OP_CLASSES = {cls.name: cls for cls in (*top.TOP_OPS, *tpu.TPU_OPS)}
-
-Bound = tuple[TensorRecord, Region]
-
-
-class Step:
-    """One executable command: `run()` reads its operands from device memory,
-    computes, and writes its results."""
-
-    def __init__(self, command: Command, device: Device, what: str):
-        self.command, self.device, self.what = command, device, what
-        self.operands: list[Bound | None] = [
-            self._bind(r, f"{what} operand {i}") for i, r in enumerate(command.operands)
-        ]
-        self.results: list[Bound] = [
-            self._bind(r, f"{what} result {i}") for i, r in enumerate(command.results)
-        ]
-
-    def _bind(self, record: TensorRecord, what: str) -> Bound | None:
-        if record.absent:
-            return None
-        return record, self.device.region(record, what)
-
-    def read(self, index: int) -> np.ndarray | None:
-        bound = self.operands[index]
-        if bound is None:
-            return None
-        record, region = bound
-        return self.device.read(record, region, coeff=bool(record.flags & TENSOR_COEFF))
-
-    def run(self) -> list[np.ndarray]:
-        raise NotImplementedError
-
-
-class CopyStep(Step):
-    def run(self) -> list[np.ndarray]:
-        (src, src_region), (dst, dst_region) = self.operands[0], self.results[0]
-        values = self.device.view(src, src_region).copy()
-        self.device.view(dst, dst_region)[...] = values
-        return []
 
 
 class KernelStep(Step):
@@ -143,25 +101,13 @@ class KernelStep(Step):
             raise
         except Exception as exc:  # a numpy error inside a kernel: name the command
             raise TpucError(f"{self.what} ({self.op.name}) failed: {exc}") from exc
-        results = list(out) if isinstance(out, tuple) else [out]
-        if len(results) != len(self.results):
-            raise TpucError(
-                f"{self.what}: kernel gave {len(results)} results, command has {len(self.results)}"
-            )
-        arrays = []
-        for (record, region), value in zip(self.results, results, strict=True):
-            array = np.asarray(value, np.float32)
-            if array.shape != record.shape:
-                raise TpucError(
-                    f"{self.what}: computed shape {list(array.shape)}, "
-                    f"command says {list(record.shape)}"
-                )
-            self.device.write(record, region, array)
-            arrays.append(array)
-        return arrays
+        return self.write_results(out)
 
 
 def make_step(command: Command, device: Device, what: str) -> Step:
-    if command.header.opcode == GDMA_COPY:
-        return CopyStep(command, device, what)
+    """Engine-level commands run on the kernel library alone
+    (`tpuc.runtime.engine`); transitional per-op commands through the op
+    they encode."""
+    if is_engine_level(command.header.opcode):
+        return engine_step(command, device, what)
     return KernelStep(command, device, what)

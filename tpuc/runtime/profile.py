@@ -19,6 +19,7 @@ from tpuc.chips import get_chip
 from tpuc.chips.timing import Timing, Unit
 from tpuc.cost import ENGINE_GDMA, ENGINE_TIU, Job, Span, Timeline, schedule
 from tpuc.errors import TpucError
+from tpuc.isa.engine import ENGINE_NAMES
 from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
 from tpuc.isa.records import ENGINES, Command, split_commands
 from tpuc.isa.units import command_phases
@@ -85,7 +86,8 @@ def _ordered(subnets: list[SubNet], source: str) -> list[SubNet]:
 def _jobs(commands: list[Command], subnet: int, what: str) -> list[Job]:
     jobs = []
     for index, cmd in enumerate(commands):
-        op = "GDMA_COPY" if cmd.header.opcode == GDMA_COPY else OP_NAMES.get(cmd.header.opcode)
+        code = cmd.header.opcode
+        op = "GDMA_COPY" if code == GDMA_COPY else ENGINE_NAMES.get(code) or OP_NAMES.get(code)
         engine = ENGINES.get(cmd.header.engine, str(cmd.header.engine))
         try:
             phases = command_phases(cmd)

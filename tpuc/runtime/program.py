@@ -23,6 +23,7 @@ from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.isa.records import (
     ENGINE_GDMA,
     ENGINE_TIU,
+    ENGINES,
     TENSOR_QUANTIZED,
     Command,
     TensorRecord,
@@ -53,6 +54,15 @@ def interleave(tiu: list[Command], gdma: list[Command], what: str) -> list[Comma
     return order
 
 
+def command_name(what: str, command: Command, index: int) -> str:
+    """'<subnet> TIU command 3': the engine and the command's 0-based index
+    in its engine's stream (CPU commands: in the subnet's cpu_param list)."""
+    header = command.header
+    engine = ENGINES.get(header.engine, f"engine {header.engine}")
+    position = header.cmd_id - 1 if header.cmd_id else index
+    return f"{what} {engine} command {position}"
+
+
 class Program:
     """A loaded bmodel (its first network)."""
 
@@ -65,7 +75,13 @@ class Program:
         self.net = model.nets[0]
         self.param: NetParameter = self.net.parameters[0]
         self.chip = self._chip(device)
-        self.device = Device(self.chip.name, self.chip.gmem_start, self.chip.gmem_bytes)
+        self.device = Device(
+            self.chip.name,
+            self.chip.gmem_start,
+            self.chip.gmem_bytes,
+            self.chip.npu_num,
+            self.chip.lmem_bytes,
+        )
         self.coeff = self._region("coefficients", self.param.coeff_addr, len(self.param.coeff))
         self.coeff.bytes[:] = np.frombuffer(self.param.coeff, np.uint8)
         self.neurons = self._region("activations", self.param.ctx_addr, self.param.ctx_size)
@@ -125,7 +141,7 @@ class Program:
                     commands += interleave(tiu, gdma, f"{what} group {g}")
         except ValueError as exc:
             raise TpucError(f"{self.source}: corrupt command stream: {exc}") from None
-        return [make_step(c, self.device, f"{what} command {i}") for i, c in enumerate(commands)]
+        return [make_step(c, self.device, command_name(what, c, i)) for i, c in enumerate(commands)]
 
     # --- running ---------------------------------------------------------------------
 

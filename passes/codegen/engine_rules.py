@@ -1,0 +1,305 @@
+"""TPU op -> engine-level commands (docs/isa.md "Engine-level commands").
+
+One rule per op class, registered like the lowering rules; a rule returns
+the op's command sequence or None to decline (the op then keeps its
+transitional per-op command). Today the rules cover the integer ops the
+kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
+(one CVT per input into its window of the output), average pooling and
+ReduceSum/Mean, and the table lookup. Each block holds exactly what the TPU interpreter's record
+builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
+simulator rebuilds the same record from the command alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from xdsl.ir import Operation
+
+from tpuc.dialects import tpu
+from tpuc.dialects.base import shape_of
+from tpuc.ir import kind_of
+from tpuc.isa import engine as isa
+from tpuc.isa.records import (
+    ENGINE_TIU,
+    RECORD_BYTES,
+    TENSOR_QUANTIZED,
+    Command,
+    Header,
+    TensorRecord,
+)
+from tpuc.kernels.conv_plan import ConvGeometry
+from tpuc.passes.codegen.commands import _filter_reordered, _view, tensor_record
+from tpuc.registry import Registry
+
+EngineRule = Callable[[Operation, int], list[Command] | None]
+ENGINE_RULES: Registry[type[Operation], EngineRule] = Registry("engine command rules")
+
+
+def engine_rule(*classes: type[Operation]) -> Callable[[EngineRule], EngineRule]:
+    """Register the engine-level command sequence of each op class."""
+    return ENGINE_RULES.register(*classes)
+
+
+def engine_command(
+    opcode: int,
+    block,
+    operands: list[TensorRecord],
+    results: list[TensorRecord],
+    layer_id: int,
+) -> Command:
+    params = isa.encode_block(opcode, block)
+    header = Header(
+        opcode=opcode,
+        engine=ENGINE_TIU,
+        cmd_id=0,
+        wait_id=0,
+        n_operands=len(operands),
+        n_results=len(results),
+        n_param_records=len(params) // RECORD_BYTES,
+        layer_id=layer_id,
+        kind=1,
+    )
+    return Command(header, operands, results, params)
+
+
+def _ints(op: Operation, key: str, default: list[int] | None = None) -> list[int]:
+    value = op.value(key)
+    return [int(v) for v in value] if value is not None else list(default or [])
+
+
+def requant_block(
+    op: Operation, axis: int, multiplier=None, rshift=None
+) -> isa.RequantBlock | None:
+    """The op's epilogue as a per-tensor block (None: per-channel lists or a
+    round mode the ISA has no code for: the op declines)."""
+    mults = _ints(op, "multiplier", [1]) if multiplier is None else [multiplier]
+    shifts = _ints(op, "rshift", [0]) if rshift is None else [rshift]
+    if len(mults) != 1 or len(shifts) != 1:
+        return None
+    mode = op.value("round_mode") or isa.ROUND_MODES[0]
+    if mode not in isa.ROUND_MODES:
+        return None
+    relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit") if relu else None
+    return isa.RequantBlock(
+        mults[0],
+        shifts[0],
+        isa.ROUND_MODES.index(mode),
+        int(relu),
+        axis,
+        0,
+        math.nan if limit is None else float(limit),
+    )
+
+
+def _int_only(op: Operation) -> bool:
+    return kind_of(op) == "int"
+
+
+# --- convolution -------------------------------------------------------------------------
+
+
+def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
+    """The merged (1, oc, 1, 3) i32 [bias, multiplier, rshift] as three
+    strided (oc,) views."""
+    oc = coeff.shape[1]
+    return [_view(coeff, (oc,), (3,), k) for k in range(3)]
+
+
+@engine_rule(tpu.Conv2DOp, tpu.DeconvOp)
+def _conv(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _int_only(op):
+        return None
+    transposed = isinstance(op, tpu.DeconvOp)
+    inp, filt = tensor_record(op.operands[0], op), tensor_record(op.operands[1], op)
+    merged = bool(op.value("coeff_merged"))
+    if _filter_reordered(op):
+        kernel = _ints(op, "kernel_shape")
+        _, oc, icg, _ = filt.shape
+        filt = _view(filt, (oc, icg, *kernel), (), 0)
+    else:
+        kernel = list(shape_of(op.operands[1])[2:])
+    if len(kernel) > isa.MAX_SPATIAL:
+        return None
+    geometry = ConvGeometry.of(
+        tuple(kernel),
+        _ints(op, "strides"),
+        _ints(op, "dilations"),
+        _ints(op, "pads"),
+        int(op.value("group") or 1),
+    )
+    if merged:
+        bias, mult, shift = _coeff_views(tensor_record(op.operands[2], op))
+        requant = requant_block(op, 1, 1, 0)
+        if requant is None:
+            return None
+        requant = isa.RequantBlock(**{**requant.__dict__, "per_channel": 1})
+        operands = [inp, filt, bias, mult, shift]
+    else:
+        requant = requant_block(op, 1)
+        if requant is None:
+            return None
+        operands = [inp, filt, tensor_record(op.operands[2], op)]
+    out = tensor_record(op.results[0], op)
+    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
+    mode = isa.CONV_TRANSPOSED if transposed else isa.CONV_DEPTHWISE if depthwise else 0
+    padding = _ints(op, "output_padding")
+    block = isa.ConvBlock(
+        mode,
+        len(geometry.kernel),
+        geometry.group,
+        geometry.kernel,
+        geometry.strides,
+        geometry.dilations,
+        geometry.begins,
+        geometry.ends,
+        tuple(padding),
+        len(padding),
+        requant,
+    )
+    if len(padding) > isa.MAX_SPATIAL:
+        return None
+    return [engine_command(isa.TIU_CONV, block, operands, [out], layer_id)]
+
+
+# --- matmul ---------------------------------------------------------------------------------
+
+
+@engine_rule(tpu.MatMulOp)
+def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _int_only(op) or len(op.operands) != 3:
+        return None
+    operands = [tensor_record(v, op) for v in op.operands]
+    if op.value("coeff_merged"):  # per-column values, merged by weight-reorder
+        requant = requant_block(op, -1, 1, 0)
+        if requant is None:
+            return None
+        requant = isa.RequantBlock(**{**requant.__dict__, "per_channel": 1})
+        operands = [*operands[:2], *_coeff_views(operands[2])]
+    else:
+        requant = requant_block(op, -1)
+    if requant is None:
+        return None
+    block = isa.MatMulBlock(int(bool(op.value("right_transpose"))), requant)
+    out = tensor_record(op.results[0], op)
+    return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id)]
+
+
+# --- elementwise ------------------------------------------------------------------------------
+
+
+@engine_rule(tpu.AddOp, tpu.SubOp, tpu.MulOp)
+def _arith(op: Operation, layer_id: int) -> list[Command] | None:
+    count = len(op.operands)
+    if not _int_only(op) or count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
+        return None
+    if isinstance(op, tpu.MulOp):
+        code, multipliers = isa.ARITH_MUL, ()
+        requant = requant_block(op, 1)
+    else:
+        code = isa.ARITH_SUB if isinstance(op, tpu.SubOp) else isa.ARITH_ADD
+        multipliers = tuple(_ints(op, "multiplier", [1] * count))
+        if len(multipliers) != count:
+            return None
+        requant = requant_block(op, 1, 1)  # the multipliers are per input
+    if requant is None:
+        return None
+    block = isa.ArithBlock(code, count, multipliers, requant)
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    return [engine_command(isa.TIU_ARITH, block, operands, [out], layer_id)]
+
+
+@engine_rule(tpu.ConcatOp)
+def _concat(op: Operation, layer_id: int) -> list[Command] | None:
+    """One CVT per input, each into its window of the output."""
+    count = len(op.operands)
+    multipliers = _ints(op, "multiplier", [1] * count)
+    rshifts = _ints(op, "rshift", [0] * count)
+    if not _int_only(op) or len(multipliers) != count or len(rshifts) != count:
+        return None
+    whole = tensor_record(op.results[0], op)
+    axis = int(op.value("axis")) % len(whole.shape)
+    strides = whole.element_strides()
+    commands, start = [], 0
+    for value, m, r in zip(op.operands, multipliers, rshifts, strict=True):
+        part = tensor_record(value, op)
+        window = _view(whole, part.shape, strides, start * strides[axis])
+        requant = requant_block(op, 1, m, r)
+        if requant is None:
+            return None
+        commands.append(
+            engine_command(isa.TIU_CVT, isa.CvtBlock(requant), [part], [window], layer_id)
+        )
+        start += part.shape[axis]
+    return commands
+
+
+# --- sums -------------------------------------------------------------------------------------
+
+
+def _same_quant(a: TensorRecord, b: TensorRecord) -> bool:
+    fields = ("dtype", "flags", "scale", "zero_point", "storage_min", "storage_max")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+@engine_rule(tpu.Pool2DOp)
+def _pool(op: Operation, layer_id: int) -> list[Command] | None:
+    requant = requant_block(op, 1)
+    mode = {"Avg": isa.POOL_AVG, "Max": isa.POOL_MAX}.get(op.value("pool_mode"))
+    if not _int_only(op) or mode is None or requant is None:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if mode == isa.POOL_MAX and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out)):
+        return None  # a max moves stored values: one quantized type (else the op's error)
+    kernel, strides, pads = _ints(op, "kernel_shape"), _ints(op, "strides"), _ints(op, "pads")
+    if max(len(kernel), len(strides)) > isa.MAX_SPATIAL or len(pads) > 2 * isa.MAX_SPATIAL:
+        return None
+    block = isa.PoolBlock(
+        mode,
+        int(bool(op.value("ceil_mode"))),
+        len(kernel),
+        len(strides),
+        len(pads),
+        tuple(kernel),
+        tuple(strides),
+        tuple(pads),
+        requant,
+    )
+    return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id)]
+
+
+REDUCE_MODES = {"ReduceSum": isa.REDUCE_SUM, "ReduceMean": isa.REDUCE_MEAN}
+
+
+@engine_rule(tpu.ReduceOp)
+def _reduce(op: Operation, layer_id: int) -> list[Command] | None:
+    requant = requant_block(op, 1)
+    mode = REDUCE_MODES.get(op.value("mode"))
+    axes = _ints(op, "axes")
+    if not _int_only(op) or mode is None or requant is None or len(axes) > isa.MAX_AXES:
+        return None
+    block = isa.ReduceBlock(mode, int(bool(op.value("keepdims"))), len(axes), tuple(axes), requant)
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    return [engine_command(isa.TIU_REDUCE, block, [inp], [out], layer_id)]
+
+
+@engine_rule(tpu.LutOp)
+def _lut(op: Operation, layer_id: int) -> list[Command] | None:
+    """Quantized input: the lookup on stored values (tpuc.kernels.lut)."""
+    if not _int_only(op) or len(op.operands) != 2:
+        return None
+    x, table = (tensor_record(v, op) for v in op.operands)
+    if not x.flags & TENSOR_QUANTIZED or len(table.shape) not in (1, 2):
+        return None
+    block = isa.LutBlock(int(len(table.shape) == 2))
+    out = tensor_record(op.results[0], op)
+    return [engine_command(isa.TIU_LUT, block, [x, table], [out], layer_id)]
+
+
+def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
+    """The op's engine-level commands, or None (no rule, or it declined)."""
+    rule = ENGINE_RULES.get(type(op))
+    return rule(op, layer_id) if rule is not None else None

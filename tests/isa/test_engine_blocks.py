@@ -1,0 +1,205 @@
+"""Engine-level parameter blocks (tpuc/isa/engine.py) against hand-written
+byte vectors, their round trip, the size rules, and docs/isa.md's block
+tables against the struct layouts."""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from tpuc.isa import engine as isa
+from tpuc.isa.records import RECORD_BYTES
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "isa.md"
+
+REQ = isa.RequantBlock(0x12345, 7, 2, 1, -1, 0, 6.0)
+REQ_BYTES = (
+    "45 23 01 00  07 00 00 00"  # multiplier, rshift
+    " 02 01 ff 00  00 00 00 00"  # HalfToEven, relu on, axis -1, per tensor, pad
+    " 00 00 00 00 00 00 18 40"  # relu_limit 6.0
+)
+
+
+def hexbytes(text: str) -> bytes:
+    return bytes.fromhex(text.replace(" ", ""))
+
+
+VECTORS = [
+    (
+        isa.TIU_ARITH,
+        isa.ArithBlock(isa.ARITH_SUB, 2, (3, -2), REQ),
+        "01 02 00 00  03 00 00 00  fe ff ff ff  00 00 00 00  00 00 00 00" + REQ_BYTES,
+    ),
+    (
+        isa.TIU_MATMUL,
+        isa.MatMulBlock(1, REQ),
+        "01 00 00 00 00 00 00 00" + REQ_BYTES,
+    ),
+    (
+        isa.TIU_CVT,
+        isa.CvtBlock(REQ),
+        "00 00 00 00 00 00 00 00" + REQ_BYTES,
+    ),
+    (
+        isa.TIU_REDUCE,
+        isa.ReduceBlock(isa.REDUCE_MEAN, 1, 2, (2, -1), REQ),
+        "01 01 02 00 00 00 00 00  02 ff 00 00 00 00 00 00" + REQ_BYTES,
+    ),
+    (
+        isa.TIU_POOL,
+        isa.PoolBlock(isa.POOL_AVG, 1, 2, 2, 4, (3, 3), (2, 2), (1, 1, 0, 0), REQ),
+        "00 01 02 02 04 00 00 00"
+        " 03 00 00 00 03 00 00 00 00 00 00 00"  # kernel
+        " 02 00 00 00 02 00 00 00 00 00 00 00"  # strides
+        " 01 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00" + REQ_BYTES,
+    ),
+    (
+        isa.TIU_CONV,
+        isa.ConvBlock(
+            isa.CONV_DEPTHWISE,
+            2,
+            8,
+            (3, 3),
+            (1, 2),
+            (1, 1),
+            (1, 0),
+            (1, 2),
+            (),
+            0,
+            REQ,
+        ),
+        "01 02 00 00  08 00 00 00"  # depthwise, 2 spatial, no output padding, group 8
+        " 03 00 00 00 03 00 00 00 00 00 00 00"  # kernel
+        " 01 00 00 00 02 00 00 00 00 00 00 00"  # strides
+        " 01 00 00 00 01 00 00 00 00 00 00 00"  # dilations
+        " 01 00 00 00 00 00 00 00 00 00 00 00"  # pad begins
+        " 01 00 00 00 02 00 00 00 00 00 00 00"  # pad ends
+        " 00 00 00 00 00 00 00 00 00 00 00 00" + REQ_BYTES,  # output padding
+    ),
+    (isa.TIU_LUT, isa.LutBlock(1), "01 00 00 00 00 00 00 00"),
+    (
+        isa.TIU_SFU,
+        isa.SfuBlock(2, 1.0, -0.5),
+        "02 00 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
+    ),
+]
+
+
+@pytest.mark.parametrize("opcode, block, text", VECTORS, ids=lambda v: str(v)[:12])
+def test_block_bytes(opcode, block, text):
+    expected = hexbytes(text)
+    assert isa.block_size(opcode) == len(expected)
+    data = isa.encode_block(opcode, block)
+    assert len(data) == RECORD_BYTES  # one record, zero-padded
+    assert data[: len(expected)] == expected and not any(data[len(expected) :])
+    assert isa.decode_block(opcode, data) == block
+
+
+def test_requant_defaults_round_trip_nan_limit():
+    block = isa.CvtBlock(isa.RequantBlock())
+    back = isa.decode_block(isa.TIU_CVT, isa.encode_block(isa.TIU_CVT, block))
+    assert math.isnan(back.requant.relu_limit) and back.requant.multiplier == 1
+
+
+@pytest.mark.parametrize(
+    "opcode, params, needle",
+    [
+        (
+            isa.TIU_ARITH,
+            bytes(2 * RECORD_BYTES),
+            "parameter block of 256 bytes, TIU_ARITH takes 128",
+        ),
+        (isa.TIU_CONV, b"", "parameter block of 0 bytes"),
+        (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
+        (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
+    ],
+)
+def test_bad_blocks(opcode, params, needle):
+    with pytest.raises(isa.BlockError, match=needle):
+        isa.decode_block(opcode, params)
+
+
+def test_encode_rejects_overfull_arrays():
+    with pytest.raises(isa.BlockError, match="multipliers has 5 values"):
+        isa.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 5, (1,) * 5, REQ))
+
+
+def test_opcodes_are_tens_and_disjoint_from_per_op():
+    from tpuc.isa.opcodes import OP_CODES
+
+    assert len(isa.ENGINE_OPCODES) == len(set(isa.ENGINE_OPCODES.values()))
+    transitional = set(OP_CODES.values())
+    assert not transitional & (set(isa.ENGINE_OPCODES.values()) - {isa.GDMA_MOVE})
+
+
+# --- docs/isa.md block tables ------------------------------------------------------------
+
+TYPE_FORMATS = {"u8": "B", "i8": "b", "u16": "H", "u32": "I", "i32": "i", "f64": "d"}
+
+
+def doc_rows(title: str) -> list[tuple[int, int, str]]:
+    text = DOC.read_text()
+    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#)", text, re.S | re.M)
+    assert match, f"docs/isa.md has no section '{title}'"
+    rows = []
+    for line in match.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].isdigit():
+            kind = cells[2]
+            array = re.fullmatch(r"(\w+)\[(\d+)\]", kind)
+            if array:
+                code = f"{array.group(2)}{TYPE_FORMATS[array.group(1)]}"
+            else:
+                code = TYPE_FORMATS.get(kind, f"{cells[1]}x")
+            rows.append((int(cells[0]), int(cells[1]), code))
+    return rows
+
+
+def struct_items(fmt: str, base: int = 0) -> list[tuple[int, int, str]]:
+    out, prefix = [], fmt[0]
+    for count, code in re.findall(r"(\d*)([a-zA-Z?])", fmt[1:]):
+        item = f"{count}{code}"
+        size = struct.calcsize(fmt[0] + item)
+        out.append((base + struct.calcsize(prefix), size, f"{size}x" if code == "x" else item))
+        prefix += item
+    return out
+
+
+BLOCK_TITLES = {
+    isa.TIU_CONV: "TIU_CONV block",
+    isa.TIU_MATMUL: "TIU_MATMUL block",
+    isa.TIU_ARITH: "TIU_ARITH block",
+    isa.TIU_POOL: "TIU_POOL block",
+    isa.TIU_REDUCE: "TIU_REDUCE block",
+    isa.TIU_LUT: "TIU_LUT block",
+    isa.TIU_CVT: "TIU_CVT block",
+    isa.TIU_SFU: "TIU_SFU block",
+}
+
+
+@pytest.mark.parametrize("opcode", list(BLOCK_TITLES), ids=lambda c: isa.ENGINE_NAMES[c])
+def test_block_tables_match_structs(opcode):
+    layout = isa.BLOCKS[opcode]
+    expected = struct_items(layout.fmt.format)
+    if layout.requant:
+        expected.append((layout.fmt.size, isa.REQUANT.size, "requant"))
+    rows = [(o, s, "requant" if c == f"{isa.REQUANT.size}x" and o == layout.fmt.size else c)
+            for o, s, c in doc_rows(BLOCK_TITLES[opcode])]  # fmt: skip
+    assert rows == expected
+
+
+def test_requant_table_matches_struct():
+    assert doc_rows("Requant sub-block") == struct_items(isa.REQUANT.format)
+
+
+def test_every_engine_opcode_documented():
+    text = DOC.read_text()
+    for name, code in isa.ENGINE_OPCODES.items():
+        row = re.search(rf"^\|\s*0x{code:03X}\s*\|\s*`{name}`.*\|\s*(\w+)\s*\|$", text, re.M)
+        assert row, name
+        size = isa.block_size(code)
+        assert row.group(1) == (str(size) if size else "none"), name

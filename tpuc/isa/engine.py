@@ -1,0 +1,331 @@
+"""Engine-level commands: opcodes named for what a hardware unit does, each
+with a typed, fixed-layout parameter block (docs/isa.md "Engine-level
+commands").
+
+A command keeps the common layout (header record, one tensor record per
+operand and result); its parameter area is the opcode's block, one
+`struct` layout per opcode, zero-padded to whole records. One table
+(`BLOCKS`) drives encoding and decoding, and the requant epilogue is the
+same sub-block (`REQUANT`) in every block that has one. Nothing here knows
+IR or kernels: codegen fills the blocks from ops, the simulator
+(`tpuc.runtime.engine`) turns them into the kernel library's records.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+from tpuc.isa.records import RECORD_BYTES
+
+# --- opcodes (append only, never renumber) ----------------------------------------------
+
+TIU_CONV = 0x200  # convolution: normal, depthwise, transposed
+TIU_MATMUL = 0x201  # matrix multiply (+ bias) with requant
+TIU_ARITH = 0x202  # elementwise add/sub/mul with per-input multipliers + requant
+TIU_POOL = 0x203  # window pooling (avg)
+TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
+TIU_LUT = 0x205  # table lookup on stored integers
+TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
+TIU_SFU = 0x207  # float special functions (defined; not emitted yet)
+
+GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
+GDMA_LOAD = 0x401  # global -> local
+GDMA_STORE = 0x402  # local -> global
+GDMA_L2L = 0x403  # local -> local
+
+ENGINE_OPCODES: dict[str, int] = {
+    "TIU_CONV": TIU_CONV,
+    "TIU_MATMUL": TIU_MATMUL,
+    "TIU_ARITH": TIU_ARITH,
+    "TIU_POOL": TIU_POOL,
+    "TIU_REDUCE": TIU_REDUCE,
+    "TIU_LUT": TIU_LUT,
+    "TIU_CVT": TIU_CVT,
+    "TIU_SFU": TIU_SFU,
+    "GDMA_MOVE": GDMA_MOVE,
+    "GDMA_LOAD": GDMA_LOAD,
+    "GDMA_STORE": GDMA_STORE,
+    "GDMA_L2L": GDMA_L2L,
+}
+ENGINE_NAMES: dict[int, str] = {code: name for name, code in ENGINE_OPCODES.items()}
+TIU_ENGINE_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("TIU_"))
+GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("GDMA_"))
+
+# --- enumerations inside blocks -----------------------------------------------------------
+
+CONV_NORMAL, CONV_DEPTHWISE, CONV_TRANSPOSED = 0, 1, 2
+ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
+ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
+POOL_AVG, POOL_MAX = 0, 1
+REDUCE_SUM, REDUCE_MEAN = 0, 1
+ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
+"""Requant round mode codes (index = code); tpuc.numerics.ROUND_MODES' names."""
+
+MAX_SPATIAL = 3  # conv / pool spatial axes
+MAX_INPUTS = 4  # ARITH inputs
+MAX_AXES = 8  # REDUCE axes
+
+
+class BlockError(ValueError):
+    """A parameter block that does not fit its opcode."""
+
+
+# --- the requant sub-block ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequantBlock:
+    """requant(acc, multiplier, rshift) + Z_out, ReLU, saturation. With
+    `per_channel` the multipliers and rshifts are the command's tensor
+    operands (i32, one per channel of `axis`) and the two scalars are unused."""
+
+    multiplier: int = 1
+    rshift: int = 0
+    round_mode: int = 0  # index into ROUND_MODES
+    relu: int = 0  # 0 off, 1 on
+    axis: int = 1
+    per_channel: int = 0
+    relu_limit: float = math.nan  # NaN: no limit
+
+
+REQUANT = struct.Struct("<iiBBbB4xd")  # 24 bytes
+REQUANT_FIELDS = ("multiplier", "rshift", "round_mode", "relu", "axis", "per_channel", "relu_limit")
+
+
+def _pack_requant(r: RequantBlock) -> tuple:
+    return tuple(getattr(r, f) for f in REQUANT_FIELDS)
+
+
+# --- per-opcode blocks ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvBlock:
+    mode: int  # CONV_*
+    n_spatial: int
+    group: int
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pad_begins: tuple[int, ...]
+    pad_ends: tuple[int, ...]
+    output_padding: tuple[int, ...]  # transposed only (may be empty)
+    n_output_padding: int
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class MatMulBlock:
+    right_transpose: int
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class ArithBlock:
+    op: int  # ARITH_*
+    n_inputs: int
+    multipliers: tuple[int, ...]  # per input (add/sub); unused by mul
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class PoolBlock:
+    mode: int  # POOL_*
+    ceil_mode: int
+    n_kernel: int
+    n_strides: int
+    n_pads: int
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begins then ends
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class ReduceBlock:
+    mode: int  # REDUCE_*
+    keepdims: int
+    n_axes: int
+    axes: tuple[int, ...]
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class LutBlock:
+    """out = table[q − qmin_in] (operand 1: the table, [n] or one row per
+    channel of axis 1, [C, n]); `per_channel` says which."""
+
+    per_channel: int
+
+
+@dataclass(frozen=True)
+class CvtBlock:
+    """out = saturate(ReLU(requant(in − Z_in) + Z_out)) into the result (a
+    plain copy when multiplier 1, rshift 0 and Z_in = Z_out)."""
+
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class SfuBlock:
+    function: int  # reserved numbering: 0 exp, 1 log, 2 sigmoid, 3 tanh, 4 rsqrt, 5 reciprocal
+    alpha: float
+    beta: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One opcode's block: its struct, its record class, how fields map
+    to struct items (a name, or (name, count) for a fixed-size array)."""
+
+    fmt: struct.Struct
+    cls: type
+    items: tuple  # field names / (name, count) before the requant sub-block
+    requant: bool
+
+    @property
+    def size(self) -> int:
+        return self.fmt.size + (REQUANT.size if self.requant else 0)
+
+    @property
+    def records(self) -> int:
+        return -(-self.size // RECORD_BYTES)
+
+
+S = MAX_SPATIAL
+BLOCKS: dict[int, Layout] = {
+    TIU_CONV: Layout(
+        struct.Struct(f"<BBBxI{S}I{S}I{S}I{S}I{S}I{S}I"),
+        ConvBlock,
+        (
+            "mode",
+            "n_spatial",
+            "n_output_padding",
+            "group",
+            ("kernel", S),
+            ("strides", S),
+            ("dilations", S),
+            ("pad_begins", S),
+            ("pad_ends", S),
+            ("output_padding", S),
+        ),
+        True,
+    ),
+    TIU_MATMUL: Layout(struct.Struct("<B7x"), MatMulBlock, ("right_transpose",), True),
+    TIU_ARITH: Layout(
+        struct.Struct(f"<BB2x{MAX_INPUTS}i"),
+        ArithBlock,
+        ("op", "n_inputs", ("multipliers", MAX_INPUTS)),
+        True,
+    ),
+    TIU_POOL: Layout(
+        struct.Struct(f"<BBBBB3x{S}I{S}I{2 * S}I"),
+        PoolBlock,
+        (
+            "mode",
+            "ceil_mode",
+            "n_kernel",
+            "n_strides",
+            "n_pads",
+            ("kernel", S),
+            ("strides", S),
+            ("pads", 2 * S),
+        ),
+        True,
+    ),
+    TIU_REDUCE: Layout(
+        struct.Struct(f"<BBB5x{MAX_AXES}b"),
+        ReduceBlock,
+        ("mode", "keepdims", "n_axes", ("axes", MAX_AXES)),
+        True,
+    ),
+    TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
+    TIU_CVT: Layout(struct.Struct("<8x"), CvtBlock, (), True),
+    TIU_SFU: Layout(struct.Struct("<B7xdd"), SfuBlock, ("function", "alpha", "beta"), False),
+}
+"""opcode -> its parameter block (GDMA commands have none)."""
+
+COUNTS = {
+    ("kernel", ConvBlock): "n_spatial",
+    ("strides", ConvBlock): "n_spatial",
+    ("dilations", ConvBlock): "n_spatial",
+    ("pad_begins", ConvBlock): "n_spatial",
+    ("pad_ends", ConvBlock): "n_spatial",
+    ("output_padding", ConvBlock): "n_output_padding",
+    ("multipliers", ArithBlock): "n_inputs",
+    ("kernel", PoolBlock): "n_kernel",
+    ("strides", PoolBlock): "n_strides",
+    ("pads", PoolBlock): "n_pads",
+    ("axes", ReduceBlock): "n_axes",
+}
+"""Array field -> the field holding how many of its slots are used (the rest are 0)."""
+
+
+def block_size(opcode: int) -> int:
+    """Bytes of the opcode's block before padding (0: no block)."""
+    layout = BLOCKS.get(opcode)
+    return layout.size if layout else 0
+
+
+def block_records(opcode: int) -> int:
+    layout = BLOCKS.get(opcode)
+    return layout.records if layout else 0
+
+
+def encode_block(opcode: int, block) -> bytes:
+    """The opcode's parameter area: its block, zero-padded to whole records."""
+    layout = BLOCKS[opcode]
+    if not isinstance(block, layout.cls):
+        raise BlockError(f"opcode {opcode:#x} takes a {layout.cls.__name__}")
+    values: list = []
+    for item in layout.items:
+        if isinstance(item, tuple):
+            name, count = item
+            array = tuple(getattr(block, name))
+            if len(array) > count:
+                raise BlockError(f"{name} has {len(array)} values, the block holds {count}")
+            values += [*array, *[0] * (count - len(array))]
+        else:
+            values.append(getattr(block, item))
+    try:
+        data = layout.fmt.pack(*values)
+        if layout.requant:
+            data += REQUANT.pack(*_pack_requant(block.requant))
+    except struct.error as exc:
+        raise BlockError(f"opcode {opcode:#x}: {exc}") from None
+    return data + bytes(layout.records * RECORD_BYTES - len(data))
+
+
+def decode_block(opcode: int, params: bytes):
+    """The opcode's block from its parameter area (BlockError: wrong size,
+    a count past its array, or an opcode without one)."""
+    layout = BLOCKS.get(opcode)
+    if layout is None:
+        raise BlockError(f"opcode {opcode:#x} has no parameter block")
+    expected = layout.records * RECORD_BYTES
+    if len(params) != expected:
+        raise BlockError(
+            f"parameter block of {len(params)} bytes, {ENGINE_NAMES[opcode]} takes {expected}"
+        )
+    raw = layout.fmt.unpack_from(params, 0)
+    fields, pos, arrays = {}, 0, {}
+    for item in layout.items:
+        if isinstance(item, tuple):
+            name, count = item
+            arrays[name] = raw[pos : pos + count]
+            pos += count
+        else:
+            fields[item] = raw[pos]
+            pos += 1
+    for name, values in arrays.items():
+        used = fields[COUNTS[name, layout.cls]]
+        if used > len(values):
+            raise BlockError(f"{name} count {used} exceeds the block's {len(values)}")
+        fields[name] = tuple(values[:used])
+    if layout.requant:
+        fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
+        if fields["requant"].round_mode >= len(ROUND_MODES):
+            raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
+    return layout.cls(**fields)

@@ -1,0 +1,257 @@
+"""Engine-level commands on the kernel library, without IR.
+
+A TIU engine command's parameter block and tensor records become the
+library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
+`Reduce`, each with its `Requant`; `Lut`) once, when the bmodel is loaded; running
+the step reads the operands from device memory, calls `tpuc.kernels`, and
+writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
+copies. This module imports no dialect, pass or interpreter (an import
+contract checks it): the steps here are the simulator on the instruction
+set alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from tpuc.dtypes import ELEMENT_TYPES
+from tpuc.errors import TpucError
+from tpuc.isa import engine as isa
+from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
+from tpuc.kernels import arith, sums
+from tpuc.kernels import conv as conv_lib
+from tpuc.kernels.conv_plan import ConvGeometry
+from tpuc.kernels.element import F32, Element
+from tpuc.kernels.lut import Lut, lut
+from tpuc.kernels.matmul import MatMul, matmul
+from tpuc.kernels.maxpool import max_pool
+from tpuc.kernels.requant import Relu, Requant
+from tpuc.runtime.device import Device, Region
+
+Bound = tuple[TensorRecord, Region]
+
+
+class Step:
+    """One executable command: `run()` reads its operands from device memory,
+    computes, and writes its results."""
+
+    def __init__(self, command: Command, device: Device, what: str):
+        self.command, self.device, self.what = command, device, what
+        self.operands: list[Bound | None] = [
+            self._bind(r, f"{what} operand {i}") for i, r in enumerate(command.operands)
+        ]
+        self.results: list[Bound] = [
+            self._bind(r, f"{what} result {i}") for i, r in enumerate(command.results)
+        ]
+
+    def _bind(self, record: TensorRecord, what: str) -> Bound | None:
+        if record.absent:
+            return None
+        return record, self.device.region(record, what)
+
+    def read(self, index: int) -> np.ndarray | None:
+        bound = self.operands[index]
+        if bound is None:
+            return None
+        record, region = bound
+        return self.device.read(record, region, coeff=bool(record.flags & TENSOR_COEFF))
+
+    def write_results(self, values) -> list[np.ndarray]:
+        """Check the computed shapes against the result records and store them."""
+        results = list(values) if isinstance(values, tuple) else [values]
+        if len(results) != len(self.results):
+            raise TpucError(
+                f"{self.what}: kernel gave {len(results)} results, command has {len(self.results)}"
+            )
+        arrays = []
+        for (record, region), value in zip(self.results, results, strict=True):
+            array = np.asarray(value, np.float32)
+            if array.shape != record.shape:
+                raise TpucError(
+                    f"{self.what}: computed shape {list(array.shape)}, "
+                    f"command says {list(record.shape)}"
+                )
+            self.device.write(record, region, array)
+            arrays.append(array)
+        return arrays
+
+    def run(self) -> list[np.ndarray]:
+        raise NotImplementedError
+
+
+class CopyStep(Step):
+    """GDMA MOVE / LOAD / STORE / L2L: dst[i] = src[i], bytes as stored."""
+
+    def __init__(self, command: Command, device: Device, what: str):
+        super().__init__(command, device, what)
+        if len(self.operands) != 1 or len(self.results) != 1 or self.operands[0] is None:
+            raise TpucError(f"{what}: a GDMA command has one source and one destination")
+        (src, _), (dst, _) = self.operands[0], self.results[0]
+        if src.dtype != dst.dtype or math.prod(src.shape) != math.prod(dst.shape):
+            raise TpucError(f"{what}: source and destination differ in dtype or size")
+
+    def run(self) -> list[np.ndarray]:
+        (src, src_region), (dst, dst_region) = self.operands[0], self.results[0]
+        values = self.device.view(src, src_region).copy()
+        self.device.view(dst, dst_region)[...] = values.reshape(dst.shape)
+        return []
+
+
+# --- records from commands ------------------------------------------------------------------
+
+
+def element_of(record: TensorRecord) -> Element:
+    """A tensor record's elements as the library sees them."""
+    if record.flags & TENSOR_QUANTIZED:
+        return Element(
+            record.dtype, record.scale, record.zero_point, record.storage_min, record.storage_max
+        )
+    return Element(record.dtype) if record.dtype in ELEMENT_TYPES else F32
+
+
+def requant_of(block: isa.RequantBlock, out: TensorRecord, multipliers=None, rshifts=None):
+    relu = Relu()
+    if block.relu:
+        relu = Relu(True, None if math.isnan(block.relu_limit) else block.relu_limit)
+    return Requant(
+        element_of(out),
+        multipliers if multipliers is not None else (block.multiplier,),
+        rshifts if rshifts is not None else (block.rshift,),
+        block.axis,
+        isa.ROUND_MODES[block.round_mode],
+        relu,
+    )
+
+
+Kernel = Callable[..., object]
+
+
+class EngineStep(Step):
+    """A TIU engine-level command: its library record and kernel, built at load."""
+
+    def __init__(self, command: Command, device: Device, what: str):
+        super().__init__(command, device, what)
+        opcode = command.header.opcode
+        self.name = isa.ENGINE_NAMES[opcode]
+        try:
+            block = isa.decode_block(opcode, command.params)
+        except isa.BlockError as exc:
+            raise TpucError(f"{what}: {exc}") from None
+        build = BUILDERS.get(opcode)
+        if build is None:
+            raise TpucError(f"{what}: {self.name} is not executable yet")
+        try:
+            self.record, self.kernel, self.args = build(self, block)
+        except (IndexError, ValueError, TypeError) as exc:
+            raise TpucError(f"{what}: malformed {self.name}: {exc}") from None
+
+    def run(self) -> list[np.ndarray]:
+        args = [self.read(i) for i in self.args]
+        try:
+            out = self.kernel(self.record, *args)
+        except TpucError as exc:
+            raise TpucError(f"{self.what} ({self.name}): {exc}") from None
+        except Exception as exc:  # a numpy error inside a kernel: name the command
+            raise TpucError(f"{self.what} ({self.name}) failed: {exc}") from exc
+        return self.write_results(out)
+
+    # --- per opcode -----------------------------------------------------------------------
+
+    def _channel_values(self, index: int) -> tuple[int, ...]:
+        return tuple(int(v) for v in np.asarray(self.read(index)).reshape(-1))
+
+    def _requant(self, block: isa.RequantBlock, tensors: tuple[int, int] = (3, 4)) -> Requant:
+        out = self.command.results[0]
+        if block.per_channel:
+            m, r = (self._channel_values(i) for i in tensors)
+            return requant_of(block, out, m, r)
+        return requant_of(block, out)
+
+    def _conv(self, b: isa.ConvBlock):
+        ops = self.command.operands
+        geometry = ConvGeometry(b.kernel, b.strides, b.dilations, b.pad_begins, b.pad_ends, b.group)
+        record = conv_lib.Conv(
+            geometry, element_of(ops[0]), self._requant(b.requant), b.output_padding
+        )
+        kernel = conv_lib.deconv if b.mode == isa.CONV_TRANSPOSED else conv_lib.conv
+        return record, kernel, (0, 1, 2)
+
+    def _matmul(self, b: isa.MatMulBlock):
+        ops = self.command.operands
+        record = MatMul(
+            element_of(ops[0]),
+            element_of(ops[1]),
+            self._requant(b.requant),
+            bool(b.right_transpose),
+        )
+        return record, matmul, (0, 1, 2)
+
+    def _arith(self, b: isa.ArithBlock):
+        inputs = tuple(element_of(r) for r in self.command.operands)
+        if len(inputs) != b.n_inputs:
+            raise ValueError(f"{len(inputs)} operands for {b.n_inputs} inputs")
+        kernel = {isa.ARITH_ADD: arith.add, isa.ARITH_SUB: arith.sub, isa.ARITH_MUL: arith.mul}[
+            b.op
+        ]
+        record = arith.Eltwise(inputs, self._requant(b.requant), b.multipliers)
+        return record, kernel, tuple(range(len(inputs)))
+
+    def _cvt(self, b: isa.CvtBlock):
+        requant = self._requant(b.requant)
+        r = requant.multiplier, requant.rshift
+        record = arith.Concat((element_of(self.command.operands[0]),), *r, 0, requant)
+        return record, arith.concat, (0,)
+
+    def _pool(self, b: isa.PoolBlock):
+        kernels = {isa.POOL_AVG: sums.avg_pool, isa.POOL_MAX: max_pool}
+        if b.mode not in kernels:
+            raise ValueError(f"pool mode {b.mode}")
+        record = sums.Pool(
+            b.kernel,
+            b.strides,
+            b.pads,
+            bool(b.ceil_mode),
+            element_of(self.command.operands[0]),
+            self._requant(b.requant),
+        )
+        return record, kernels[b.mode], (0,)
+
+    def _reduce(self, b: isa.ReduceBlock):
+        record = sums.Reduce(
+            b.axes, bool(b.keepdims), element_of(self.command.operands[0]), self._requant(b.requant)
+        )
+        return record, sums.reduce_sum, (0,)
+
+    def _lut(self, b: isa.LutBlock):
+        x, table = self.command.operands[:2]
+        if (len(table.shape) == 2) != bool(b.per_channel):
+            raise ValueError(
+                f"a table of shape {list(table.shape)} with per_channel {b.per_channel}"
+            )
+        return Lut(element_of(x), element_of(self.command.results[0])), lut, (0, 1)
+
+
+BUILDERS: dict[int, Callable] = {
+    isa.TIU_LUT: EngineStep._lut,
+    isa.TIU_CONV: EngineStep._conv,
+    isa.TIU_MATMUL: EngineStep._matmul,
+    isa.TIU_ARITH: EngineStep._arith,
+    isa.TIU_CVT: EngineStep._cvt,
+    isa.TIU_POOL: EngineStep._pool,
+    isa.TIU_REDUCE: EngineStep._reduce,
+}
+"""TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
+
+
+def is_engine_level(opcode: int) -> bool:
+    return opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES
+
+
+def engine_step(command: Command, device: Device, what: str) -> Step:
+    """The step of an engine-level command (GDMA copy or TIU library call)."""
+    if command.header.opcode in isa.GDMA_OPCODES:
+        return CopyStep(command, device, what)
+    return EngineStep(command, device, what)
