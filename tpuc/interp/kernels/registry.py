@@ -33,13 +33,6 @@ def kernel(*op_classes: type[Operation], priority: int = 0) -> Callable[[Kernel]
     return KERNELS.register(*op_classes, priority=priority)
 
 
-def fused_relu(op: Any, x: Array) -> Array:
-    """Apply the op's fused `do_relu`/`relu_limit` in place (x is owned)."""
-    if not op.value("do_relu"):
-        return x
-    return relu(x, op.value("relu_limit"))
-
-
 def ints(op: Any, key: str, default: Sequence[int] = ()) -> list[int]:
     """An integer-list attribute, or `default` when absent or empty."""
     value = op.value(key)
