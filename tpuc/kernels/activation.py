@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.kernels.arrays import Array, f32, relu
+from tpuc.kernels.cast import convert
 from tpuc.kernels.executor import current
-from tpuc.numerics import to_bf16
 
 _ERF_SERIES_TERMS = 12
 _SQRT_PI = np.sqrt(np.pi)
@@ -122,32 +121,6 @@ def elu(x: Array, alpha: float) -> Array:
     return np.where(x > 0, x, np.float32(alpha) * np.expm1(np.minimum(x, 0)))
 
 
-_INT_NAMES = {
-    "INT8": "i8", "UINT8": "u8", "INT16": "i16", "UINT16": "u16",
-    "INT32": "i32", "UINT32": "u32", "INT64": "i64", "UINT64": "u64",
-    "I8": "i8", "U8": "u8", "I16": "i16", "I32": "i32", "I64": "i64",
-}  # fmt: skip
-INT_TYPES = {to: np.dtype(ELEMENT_TYPES[name].storage) for to, name in _INT_NAMES.items()}
-"""Cast's integer `to` spellings -> numpy dtype (from tpuc.dtypes)."""
-
-
-def cast_to(to: str, x: Array) -> Array:
-    """Convert through the target type (Cast's `to`, upper case)."""
-    if to in ("F32", "FLOAT32", "FLOAT", "F64", "FLOAT64", "DOUBLE"):
-        return x
-    if to in ("F16", "FLOAT16"):
-        return x.astype(np.float16)
-    if to in ("BF16", "BFLOAT16"):
-        return to_bf16(x)
-    if to == "BOOL":
-        return x != 0
-    dtype = INT_TYPES.get(to)
-    if dtype is None:
-        raise ValueError(f"unknown cast target {to!r}")
-    with np.errstate(invalid="ignore"):
-        return np.trunc(x).astype(np.int64).astype(dtype)
-
-
 def reciprocal(p: Unary, x: Array) -> Array:
     with np.errstate(divide="ignore"):
         return np.float32(p.alpha) / x
@@ -206,7 +179,7 @@ UNARY: dict[str, Callable[[Unary, Array], Array]] = {
     "Reciprocal": reciprocal,
     "Pow": power,
     "Clip": clip,
-    "Cast": lambda p, x: cast_to(p.option, x),
+    "Cast": lambda p, x: convert(x, p.option),
     "Identity": lambda p, x: x,
 }
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from tpuc.dialects import top
 from tpuc.interp.kernels.registry import library
 from tpuc.kernels import activation as lib
-from tpuc.kernels.activation import INT_TYPES, erf, sigmoid, softplus  # noqa: F401  (re-exported)
+from tpuc.kernels.activation import erf, sigmoid, softplus  # noqa: F401  (re-exported)
+from tpuc.kernels.cast import INT_TYPES  # noqa: F401  (re-exported)
 
 PLAIN: dict[type, str] = {
     top.SiLUOp: "SiLU",
