@@ -5,7 +5,8 @@ the op's command sequence or None to decline (the op then keeps its
 transitional per-op command). Today the rules cover the integer ops the
 kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
 (one CVT per input into its window of the output), average pooling and
-ReduceSum/Mean, and the table lookup. Each block holds exactly what the TPU interpreter's record
+ReduceSum/Mean, the table lookup, and the float activations (one TIU_SFU
+each). Each block holds exactly what the TPU interpreter's record
 builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
 simulator rebuilds the same record from the command alone.
 """
@@ -48,6 +49,7 @@ def engine_command(
     operands: list[TensorRecord],
     results: list[TensorRecord],
     layer_id: int,
+    kind: int = 1,
 ) -> Command:
     params = isa.encode_block(opcode, block)
     header = Header(
@@ -59,7 +61,7 @@ def engine_command(
         n_results=len(results),
         n_param_records=len(params) // RECORD_BYTES,
         layer_id=layer_id,
-        kind=1,
+        kind=kind,
     )
     return Command(header, operands, results, params)
 
@@ -297,6 +299,61 @@ def _lut(op: Operation, layer_id: int) -> list[Command] | None:
     block = isa.LutBlock(int(len(table.shape) == 2))
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_LUT, block, [x, table], [out], layer_id)]
+
+
+# --- float special functions -------------------------------------------------------------
+
+
+def _param(op: Operation, key: str) -> float:
+    """A float attribute as the SFU block holds it (NaN: unset)."""
+    value = op.value(key)
+    return math.nan if value is None else float(value)
+
+
+def _no_params(op: Operation) -> tuple[float, float, str]:
+    return math.nan, math.nan, ""
+
+
+SFU_PARAMS: dict[type, tuple[str, Callable[[Operation], tuple[float, float, str]]]] = {
+    tpu.ReluOp: ("Relu", lambda op: (_param(op, "relu_limit"), math.nan, "")),
+    tpu.LeakyReluOp: ("LeakyRelu", lambda op: (_param(op, "alpha"), math.nan, "")),
+    tpu.SigmoidOp: (
+        "Sigmoid",
+        lambda op: (_param(op, "scale"), _param(op, "bias"), "log" if op.value("log") else ""),
+    ),
+    tpu.GELUOp: ("GELU", lambda op: (math.nan, math.nan, op.value("approx_mode") or "")),
+    tpu.HardSigmoidOp: ("HardSigmoid", lambda op: (_param(op, "alpha"), _param(op, "beta"), "")),
+    tpu.EluOp: ("Elu", lambda op: (_param(op, "alpha"), math.nan, "")),
+    tpu.ReciprocalOp: ("Reciprocal", lambda op: (_param(op, "const_val"), math.nan, "")),
+    tpu.PowOp: ("Pow", lambda op: (_param(op, "exponent"), math.nan, "")),
+    tpu.ClipOp: ("Clip", lambda op: (_param(op, "min"), _param(op, "max"), "")),
+    tpu.NotOp: ("Not", _no_params),
+}
+"""Float TPU op -> (its `Unary` kind, its (alpha, beta, option)), read as the
+TOP kernel's record builder (`tpuc.interp.kernels.activation`) reads them."""
+
+
+@engine_rule(tpu.ActiveOp, *SFU_PARAMS)
+def _sfu(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float activation: one TIU_SFU (the function, then rounding to the
+    result's float type)."""
+    if _int_only(op) or len(op.operands) != 1 or len(op.results) != 1:
+        return None
+    if isinstance(op, tpu.ActiveOp):
+        source = tpu.ACTIVE_MODES.get(op.value("mode"))
+        if source is None:
+            return None  # the op's own error stays on the transitional path
+        kind, (alpha, beta, option) = source.name.split(".", 1)[1], _no_params(op)
+    else:
+        kind, params = SFU_PARAMS[type(op)]
+        alpha, beta, option = params(op)
+    if kind not in isa.SFU_FUNCTIONS or option not in isa.SFU_OPTIONS:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if inp.flags & TENSOR_QUANTIZED or out.flags & TENSOR_QUANTIZED:
+        return None
+    block = isa.SfuBlock(isa.SFU_FUNCTIONS.index(kind), alpha, beta, isa.SFU_OPTIONS.index(option))
+    return [engine_command(isa.TIU_SFU, block, [inp], [out], layer_id, kind=0)]
 
 
 def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:

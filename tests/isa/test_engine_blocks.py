@@ -86,6 +86,11 @@ VECTORS = [
         isa.SfuBlock(2, 1.0, -0.5),
         "02 00 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
     ),
+    (  # Sigmoid with option log: the docs/isa.md vector
+        isa.TIU_SFU,
+        isa.SfuBlock(2, 1.0, -0.5, 1),
+        "02 01 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
+    ),
 ]
 
 
@@ -97,6 +102,17 @@ def test_block_bytes(opcode, block, text):
     assert len(data) == RECORD_BYTES  # one record, zero-padded
     assert data[: len(expected)] == expected and not any(data[len(expected) :])
     assert isa.decode_block(opcode, data) == block
+
+
+def test_sfu_unset_parameters_are_nan():
+    """GELU, tanh approximation, alpha and beta unset."""
+    data = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(8, math.nan, math.nan, 2))
+    assert data[:24] == hexbytes(
+        "08 02 00 00 00 00 00 00  00 00 00 00 00 00 f8 7f  00 00 00 00 00 00 f8 7f"
+    )
+    back = isa.decode_block(isa.TIU_SFU, data)
+    assert (back.function, back.option) == (8, 2) and math.isnan(back.alpha)
+    assert isa.SFU_FUNCTIONS[8] == "GELU" and isa.SFU_OPTIONS[2] == "tanh"
 
 
 def test_requant_defaults_round_trip_nan_limit():
@@ -116,6 +132,8 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_CONV, b"", "parameter block of 0 bytes"),
         (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
+        (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
+        (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
     ],
 )
 def test_bad_blocks(opcode, params, needle):

@@ -215,3 +215,116 @@ def test_max_pool_on_stored_values_with_fused_relu():
     make_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
     # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
     assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]
+
+
+# --- float activations on TIU_SFU ------------------------------------------------------------
+
+
+def sfu_model(path) -> None:
+    """A conv feeding float activations (mirrored ops and tpu.Active modes)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype("f4") * 0.3, "W")
+    node = helper.make_node
+    acts = [
+        node("Sigmoid", ["c"], ["a1"]),
+        node("LeakyRelu", ["c"], ["a2"], alpha=0.2),
+        node("Elu", ["c"], ["a3"], alpha=0.7),
+        node("HardSigmoid", ["c"], ["a4"], alpha=0.25, beta=0.4),
+        node("Tanh", ["c"], ["a5"]),
+        node("Exp", ["a5"], ["a6"]),
+        node("Softplus", ["c"], ["a7"]),
+        node("Relu", ["c"], ["a8"]),
+        node("Abs", ["c"], ["a9"]),
+    ]
+    sums = [node("Add", [f"a{2 * i + 1}", f"a{2 * i + 2}"], [f"s{i}"]) for i in range(4)]
+    nodes = [
+        node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+        *acts,
+        *sums,
+        node("Concat", ["s0", "s1", "s2", "s3", "a9"], ["y"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sfu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 6, 6])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, path)
+
+
+@pytest.fixture(scope="module")
+def sfu_mlir(tmp_path_factory):
+    from tpuc.tools import model_transform
+
+    work = tmp_path_factory.mktemp("sfu")
+    sfu_model(work / "sfu.onnx")
+    x = np.random.default_rng(5).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.savez(work / "in.npz", x=x)
+    argv = ["--model_name", "sfu", "--model_def", str(work / "sfu.onnx")]
+    argv += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "sfu.mlir")]
+    assert model_transform.run(argv) == 0
+    return work
+
+
+def _interpreter_unary(op):
+    """The Unary record the TPU interpreter's float kernel runs for `op`."""
+    from tpuc.dialects import tpu
+    from tpuc.interp.kernels.registry import LIBRARY
+
+    if isinstance(op, tpu.ActiveOp):
+        source = tpu.ACTIVE_MODES[op.value("mode")]
+    else:
+        source = {v: k for k, v in tpu.MIRRORS.items()}[type(op)]
+    build, _ = LIBRARY[source]
+    return build(op)
+
+
+@pytest.mark.parametrize("chip, mode", [("bm1684x", "F16"), ("bm1684x", "F32"), ("cv183x", "BF16")])
+def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
+    from tpuc.ir import body_ops, main_function
+    from tpuc.module_io import load_module
+
+    argv = ["--mlir", str(sfu_mlir / "sfu.mlir"), "--chip", chip, "--quantize", mode]
+    argv += ["--test_input", str(sfu_mlir / "sfu_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "sfu.bmodel")]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    final = next(tmp_path.glob(f"sfu_{chip}_{mode.lower()}_tpu.mlir"))
+    module, _ = load_module(final)
+    ops = {
+        n[0]: op
+        for op in body_ops(main_function(module).body.block)
+        if (n := getattr(op, "names", None))
+    }
+    location = next(tmp_path.glob(f"sfu_{chip}_{mode.lower()}_tensor_location.json"))
+    rows = json.loads(location.read_text())["tensors"]
+    names = {row["layer_id"]: row["name"] for row in rows}
+    program = load_bmodel(tmp_path / "sfu.bmodel")
+    functions = Counter()
+    for _, steps in program.subnets:
+        for step in steps:
+            if isinstance(step, EngineStep) and step.name == "TIU_SFU":
+                assert step.command.header.kind == 0
+                op = ops[names[step.command.header.layer_id]]
+                assert step.record == _interpreter_unary(op), op.name
+                functions[step.record.kind] += 1
+    # every activation of the model: 9 (Relu, LeakyRelu, Sigmoid, Elu, HardSigmoid and
+    # the Active modes Tanh, Exp, Softplus, Abs)
+    assert sum(functions.values()) == 9, functions
+
+
+def test_sfu_rounds_to_the_result_type():
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0:16] = np.array([0.0, 1.0, -2.0, 0.1], np.float32).view(np.uint8)
+    out = TensorRecord(START + 64, "f16", (1, 4))
+    params = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0))
+    step = make_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
+    assert step.record.kind == "Exp"
+    step.run()
+    expected = np.exp(np.array([0.0, 1.0, -2.0, 0.1], np.float32)).astype(np.float16)
+    assert np.array_equal(region.bytes[64:72].view(np.float16), expected)

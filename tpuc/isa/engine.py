@@ -28,7 +28,7 @@ TIU_POOL = 0x203  # window pooling (avg)
 TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
 TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
-TIU_SFU = 0x207  # float special functions (defined; not emitted yet)
+TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
@@ -60,6 +60,15 @@ ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
 ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
 POOL_AVG, POOL_MAX = 0, 1
 REDUCE_SUM, REDUCE_MEAN = 0, 1
+SFU_FUNCTIONS = (
+    "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
+    "Relu", "LeakyRelu", "GELU", "HardSigmoid", "Elu", "Pow", "Clip", "Not",
+    "SiLU", "HardSwish", "Mish", "Softplus", "Sqrt", "Erf", "Abs", "Floor", "Ceil", "Round",
+    "Sin", "Cos", "Sign",
+)  # fmt: skip
+"""TIU_SFU function codes (index = code; append only): `tpuc.kernels.activation` kinds."""
+SFU_OPTIONS = ("", "log", "tanh", "normal")
+"""TIU_SFU option codes (index = code): the `Unary.option` strings."""
 ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
 """Requant round mode codes (index = code); tpuc.numerics.ROUND_MODES' names."""
 
@@ -170,9 +179,13 @@ class CvtBlock:
 
 @dataclass(frozen=True)
 class SfuBlock:
-    function: int  # reserved numbering: 0 exp, 1 log, 2 sigmoid, 3 tanh, 4 rsqrt, 5 reciprocal
+    """out = round(f(in)) in float32, rounded to the result's float type.
+    `alpha`/`beta` NaN: the parameter is unset (None in `Unary`)."""
+
+    function: int  # index into SFU_FUNCTIONS
     alpha: float
     beta: float
+    option: int = 0  # index into SFU_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -243,7 +256,9 @@ BLOCKS: dict[int, Layout] = {
     ),
     TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
     TIU_CVT: Layout(struct.Struct("<8x"), CvtBlock, (), True),
-    TIU_SFU: Layout(struct.Struct("<B7xdd"), SfuBlock, ("function", "alpha", "beta"), False),
+    TIU_SFU: Layout(
+        struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
+    ),
 }
 """opcode -> its parameter block (GDMA commands have none)."""
 
@@ -328,4 +343,9 @@ def decode_block(opcode: int, params: bytes):
         fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
         if fields["requant"].round_mode >= len(ROUND_MODES):
             raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
+    if layout.cls is SfuBlock:
+        if fields["function"] >= len(SFU_FUNCTIONS):
+            raise BlockError(f"unknown SFU function code {fields['function']}")
+        if fields["option"] >= len(SFU_OPTIONS):
+            raise BlockError(f"unknown SFU option code {fields['option']}")
     return layout.cls(**fields)

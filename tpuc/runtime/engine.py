@@ -2,7 +2,7 @@
 
 A TIU engine command's parameter block and tensor records become the
 library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
-`Reduce`, each with its `Requant`; `Lut`) once, when the bmodel is loaded; running
+`Reduce`, each with its `Requant`; `Lut`; `Unary`) once, when the bmodel is loaded; running
 the step reads the operands from device memory, calls `tpuc.kernels`, and
 writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
 copies. This module imports no dialect, pass or interpreter (an import
@@ -23,12 +23,14 @@ from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
 from tpuc.kernels import arith, sums
 from tpuc.kernels import conv as conv_lib
+from tpuc.kernels.activation import Unary, unary
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import Relu, Requant
+from tpuc.kernels.rounding import round_float
 from tpuc.runtime.device import Device, Region
 
 Bound = tuple[TensorRecord, Region]
@@ -233,6 +235,20 @@ class EngineStep(Step):
             )
         return Lut(element_of(x), element_of(self.command.results[0])), lut, (0, 1)
 
+    def _sfu(self, b: isa.SfuBlock):
+        def unset(value: float) -> float | None:
+            return None if math.isnan(value) else value
+
+        record = Unary(
+            isa.SFU_FUNCTIONS[b.function], unset(b.alpha), unset(b.beta), isa.SFU_OPTIONS[b.option]
+        )
+        element = element_of(self.command.results[0])
+
+        def run(p: Unary, x: np.ndarray) -> np.ndarray:  # the float TPU kernel: f, then rounding
+            return round_float(unary(p, x), element)
+
+        return record, run, (0,)
+
 
 BUILDERS: dict[int, Callable] = {
     isa.TIU_LUT: EngineStep._lut,
@@ -242,6 +258,7 @@ BUILDERS: dict[int, Callable] = {
     isa.TIU_CVT: EngineStep._cvt,
     isa.TIU_POOL: EngineStep._pool,
     isa.TIU_REDUCE: EngineStep._reduce,
+    isa.TIU_SFU: EngineStep._sfu,
 }
 """TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
 
