@@ -100,6 +100,19 @@ def _int_only(op: Operation) -> bool:
     return kind_of(op) == "int"
 
 
+def float_epilogue(op: Operation, axis: int) -> isa.RequantBlock:
+    """A float command's requant sub-block: multiplier 1, rshift 0, only the
+    fused ReLU (`do_relu`, `relu_limit`; NaN: no limit) is read."""
+    relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit") if relu else None
+    return isa.RequantBlock(1, 0, 0, int(relu), axis, 0, math.nan if limit is None else limit)
+
+
+def _plain_float(records: list[TensorRecord]) -> bool:
+    """No quantized tensor among a float command's records."""
+    return not any(r.flags & TENSOR_QUANTIZED for r in records if not r.absent)
+
+
 # --- convolution -------------------------------------------------------------------------
 
 
@@ -113,7 +126,7 @@ def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
 @engine_rule(tpu.Conv2DOp, tpu.DeconvOp)
 def _conv(op: Operation, layer_id: int) -> list[Command] | None:
     if not _int_only(op):
-        return None
+        return _float_conv(op, layer_id)
     transposed = isinstance(op, tpu.DeconvOp)
     inp, filt = tensor_record(op.operands[0], op), tensor_record(op.operands[1], op)
     merged = bool(op.value("coeff_merged"))
@@ -166,13 +179,59 @@ def _conv(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_CONV, block, operands, [out], layer_id)]
 
 
+def _float_conv(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 conv or deconv: one TIU_CONV with `kind` 0 (float32
+    arithmetic, then rounding to the result type)."""
+    if op.value("coeff_merged") or len(op.operands) != 3:
+        return None
+    inp, filt, bias = (tensor_record(v, op) for v in op.operands)
+    if _filter_reordered(op):
+        kernel = _ints(op, "kernel_shape")
+        _, oc, icg, _ = filt.shape
+        filt = _view(filt, (oc, icg, *kernel), (), 0)
+    else:
+        kernel = list(shape_of(op.operands[1])[2:])
+    out = tensor_record(op.results[0], op)
+    padding = _ints(op, "output_padding")
+    if not _plain_float([inp, filt, bias, out]) or max(len(kernel), len(padding)) > isa.MAX_SPATIAL:
+        return None
+    geometry = ConvGeometry.of(
+        tuple(kernel),
+        _ints(op, "strides"),
+        _ints(op, "dilations"),
+        _ints(op, "pads"),
+        int(op.value("group") or 1),
+    )
+    if len(geometry.begins) != len(kernel) or len(geometry.strides) != len(kernel):
+        return None
+    transposed = isinstance(op, tpu.DeconvOp)
+    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
+    mode = isa.CONV_TRANSPOSED if transposed else isa.CONV_DEPTHWISE if depthwise else 0
+    block = isa.ConvBlock(
+        mode,
+        len(kernel),
+        geometry.group,
+        geometry.kernel,
+        geometry.strides,
+        geometry.dilations,
+        geometry.begins,
+        geometry.ends,
+        tuple(padding),
+        len(padding),
+        float_epilogue(op, 1),
+    )
+    return [engine_command(isa.TIU_CONV, block, [inp, filt, bias], [out], layer_id, kind=0)]
+
+
 # --- matmul ---------------------------------------------------------------------------------
 
 
 @engine_rule(tpu.MatMulOp)
 def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
-    if not _int_only(op) or len(op.operands) != 3:
+    if len(op.operands) != 3:
         return None
+    if not _int_only(op):
+        return _float_matmul(op, layer_id)
     operands = [tensor_record(v, op) for v in op.operands]
     if op.value("coeff_merged"):  # per-column values, merged by weight-reorder
         requant = requant_block(op, -1, 1, 0)
@@ -187,6 +246,16 @@ def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
     block = isa.MatMulBlock(int(bool(op.value("right_transpose"))), requant)
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id)]
+
+
+def _float_matmul(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 matmul: one TIU_MATMUL with `kind` 0."""
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    if op.value("coeff_merged") or not _plain_float([*operands, out]):
+        return None
+    block = isa.MatMulBlock(int(bool(op.value("right_transpose"))), float_epilogue(op, -1))
+    return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id, kind=0)]
 
 
 # --- elementwise ------------------------------------------------------------------------------

@@ -227,6 +227,7 @@ def sfu_model(path) -> None:
 
     rng = np.random.default_rng(3)
     w = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype("f4") * 0.3, "W")
+    m = numpy_helper.from_array(rng.standard_normal((6, 6)).astype("f4") * 0.3, "M")
     node = helper.make_node
     acts = [
         node("Sigmoid", ["c"], ["a1"]),
@@ -244,14 +245,15 @@ def sfu_model(path) -> None:
         node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
         *acts,
         *sums,
-        node("Concat", ["s0", "s1", "s2", "s3", "a9"], ["y"], axis=1),
+        node("MatMul", ["a9", "M"], ["mm"]),
+        node("Concat", ["s0", "s1", "s2", "s3", "mm"], ["y"], axis=1),
     ]
     graph = helper.make_graph(
         nodes,
         "sfu",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 6, 6])],
-        [w],
+        [w, m],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.save(model, path)
@@ -284,6 +286,15 @@ def _interpreter_unary(op):
     return build(op)
 
 
+def _interpreter_float_record(op):
+    """The record the TPU interpreter's float conv/matmul kernel runs (the TOP one's)."""
+    from tpuc.dialects import tpu
+    from tpuc.interp.kernels.registry import LIBRARY
+
+    build, _ = LIBRARY[{v: k for k, v in tpu.MIRRORS.items()}[type(op)]]
+    return build(op)
+
+
 @pytest.mark.parametrize("chip, mode", [("bm1684x", "F16"), ("bm1684x", "F32"), ("cv183x", "BF16")])
 def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     from tpuc.ir import body_ops, main_function
@@ -312,8 +323,20 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
                 op = ops[names[step.command.header.layer_id]]
                 assert step.record == _interpreter_unary(op), op.name
                 functions[step.record.kind] += 1
+            elif isinstance(step, EngineStep):  # the float conv and matmul
+                assert step.command.header.kind == 0
+                op = ops[names[step.command.header.layer_id]]
+                expected = _interpreter_float_record(op)
+                if step.name == "TIU_CONV":
+                    kernel = step.command.operands[1].shape[2:]
+                    assert step.record.geometry(kernel) == expected.geometry(kernel)
+                    assert step.record.relu == expected.relu
+                else:
+                    assert step.record == expected, op.name
+                functions[step.name] += 1
     # every activation of the model: 9 (Relu, LeakyRelu, Sigmoid, Elu, HardSigmoid and
-    # the Active modes Tanh, Exp, Softplus, Abs)
+    # the Active modes Tanh, Exp, Softplus, Abs), the conv and the matmul
+    assert functions.pop("TIU_CONV") == 1 and functions.pop("TIU_MATMUL") == 1, functions
     assert sum(functions.values()) == 9, functions
 
 

@@ -21,7 +21,7 @@ from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
-from tpuc.kernels import arith, sums
+from tpuc.kernels import arith, float_conv, sums
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels.activation import Unary, unary
 from tpuc.kernels.conv_plan import ConvGeometry
@@ -172,7 +172,42 @@ class EngineStep(Step):
             return requant_of(block, out, m, r)
         return requant_of(block, out)
 
+    @property
+    def is_float(self) -> bool:
+        """`kind` 0: float32 arithmetic, then rounding to the result type."""
+        return self.command.header.kind == 0
+
+    def _rounded(self, kernel: Kernel) -> Kernel:
+        """The float TPU kernel: `kernel`, then rounding to the result's type."""
+        element = element_of(self.command.results[0])
+
+        def run(p, *args):
+            return round_float(kernel(p, *args), element)
+
+        return run
+
+    @staticmethod
+    def _float_relu(block: isa.RequantBlock) -> Relu:
+        if not block.relu:
+            return Relu()
+        return Relu(True, None if math.isnan(block.relu_limit) else block.relu_limit)
+
+    def _float_conv(self, b: isa.ConvBlock):
+        attrs = float_conv.ConvAttrs(
+            b.strides,
+            b.dilations,
+            b.pad_begins + b.pad_ends,
+            b.group,
+            self._float_relu(b.requant),
+        )
+        if b.mode == isa.CONV_TRANSPOSED:
+            return float_conv.Deconv(attrs, b.output_padding), self._rounded(float_conv.deconv)
+        return attrs, self._rounded(float_conv.conv)
+
     def _conv(self, b: isa.ConvBlock):
+        if self.is_float:
+            record, kernel = self._float_conv(b)
+            return record, kernel, (0, 1, 2)
         ops = self.command.operands
         geometry = ConvGeometry(b.kernel, b.strides, b.dilations, b.pad_begins, b.pad_ends, b.group)
         record = conv_lib.Conv(
@@ -182,6 +217,9 @@ class EngineStep(Step):
         return record, kernel, (0, 1, 2)
 
     def _matmul(self, b: isa.MatMulBlock):
+        if self.is_float:
+            record = float_conv.MatMul(bool(b.right_transpose), self._float_relu(b.requant))
+            return record, self._rounded(float_conv.matmul), (0, 1, 2)
         ops = self.command.operands
         record = MatMul(
             element_of(ops[0]),
@@ -242,12 +280,7 @@ class EngineStep(Step):
         record = Unary(
             isa.SFU_FUNCTIONS[b.function], unset(b.alpha), unset(b.beta), isa.SFU_OPTIONS[b.option]
         )
-        element = element_of(self.command.results[0])
-
-        def run(p: Unary, x: np.ndarray) -> np.ndarray:  # the float TPU kernel: f, then rounding
-            return round_float(unary(p, x), element)
-
-        return record, run, (0,)
+        return record, self._rounded(unary), (0,)
 
 
 BUILDERS: dict[int, Callable] = {
