@@ -264,7 +264,9 @@ def _float_matmul(op: Operation, layer_id: int) -> list[Command] | None:
 @engine_rule(tpu.AddOp, tpu.SubOp, tpu.MulOp)
 def _arith(op: Operation, layer_id: int) -> list[Command] | None:
     count = len(op.operands)
-    if not _int_only(op) or count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
+    if not _int_only(op):
+        return _float_arith(op, layer_id)
+    if count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
         return None
     if isinstance(op, tpu.MulOp):
         code, multipliers = isa.ARITH_MUL, ()
@@ -281,6 +283,62 @@ def _arith(op: Operation, layer_id: int) -> list[Command] | None:
     operands = [tensor_record(v, op) for v in op.operands]
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_ARITH, block, operands, [out], layer_id)]
+
+
+FARITH_KINDS: dict[type, str] = {
+    tpu.AddOp: "Add",
+    tpu.SubOp: "Sub",
+    tpu.MulOp: "Mul",
+    tpu.MaxOp: "Max",
+    tpu.MinOp: "Min",
+    tpu.DivOp: "Div",
+    tpu.PowTensorOp: "Pow",
+    tpu.AddConstOp: "Add",
+    tpu.SubConstOp: "Sub",
+    tpu.MulConstOp: "Mul",
+}
+"""Float TPU op -> its TIU_FARITH op (the TOP kernel's record kind)."""
+CONST_OPS = (tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
+NO_FUSED_RELU = (tpu.DivOp, tpu.PowTensorOp)
+"""Ops whose TOP kernel record has no fused ReLU (`tpuc.interp.kernels.elementwise`)."""
+
+
+@engine_rule(tpu.MaxOp, tpu.MinOp, tpu.DivOp, tpu.PowTensorOp, *CONST_OPS)
+def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 elementwise arithmetic: one TIU_FARITH (`kind` 0)."""
+    if _int_only(op) or len(op.results) != 1:
+        return None
+    count = len(op.operands)
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    if count > isa.MAX_INPUTS or not _plain_float([*operands, out]):
+        return None
+    if isinstance(op, CONST_OPS):
+        if count != 1:
+            return None
+        reverse = isinstance(op, tpu.SubConstOp) and bool(op.value("is_reverse"))
+        form = isa.FARITH_CONST_REVERSED if reverse else isa.FARITH_CONST
+        const_val = float(op.value("const_val"))
+    else:
+        if count < 1 or (isinstance(op, (tpu.SubOp, *NO_FUSED_RELU)) and count != 2):
+            return None
+        form, const_val = isa.FARITH_TENSORS, 0.0
+    coeff = tuple(float(c) for c in op.value("coeff") or ()) if isinstance(op, tpu.AddOp) else ()
+    if len(coeff) > isa.MAX_INPUTS:
+        return None
+    relu = not isinstance(op, NO_FUSED_RELU) and bool(op.value("do_relu"))
+    limit = op.value("relu_limit") if relu else None
+    block = isa.FarithBlock(
+        isa.FARITH_OPS.index(FARITH_KINDS[type(op)]),
+        count,
+        len(coeff),
+        form,
+        int(relu),
+        coeff,
+        const_val,
+        math.nan if limit is None else float(limit),
+    )
+    return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
 
 
 @engine_rule(tpu.ConcatOp)
@@ -318,12 +376,19 @@ def _same_quant(a: TensorRecord, b: TensorRecord) -> bool:
 
 @engine_rule(tpu.Pool2DOp)
 def _pool(op: Operation, layer_id: int) -> list[Command] | None:
-    requant = requant_block(op, 1)
+    is_int = _int_only(op)
+    requant = requant_block(op, 1) if is_int else float_epilogue(op, 1)
     mode = {"Avg": isa.POOL_AVG, "Max": isa.POOL_MAX}.get(op.value("pool_mode"))
-    if not _int_only(op) or mode is None or requant is None:
+    if mode is None or requant is None:
         return None
     inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
-    if mode == isa.POOL_MAX and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out)):
+    if not is_int and not _plain_float([inp, out]):
+        return None
+    if (
+        is_int
+        and mode == isa.POOL_MAX
+        and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out))
+    ):
         return None  # a max moves stored values: one quantized type (else the op's error)
     kernel, strides, pads = _ints(op, "kernel_shape"), _ints(op, "strides"), _ints(op, "pads")
     if max(len(kernel), len(strides)) > isa.MAX_SPATIAL or len(pads) > 2 * isa.MAX_SPATIAL:
@@ -338,8 +403,9 @@ def _pool(op: Operation, layer_id: int) -> list[Command] | None:
         tuple(strides),
         tuple(pads),
         requant,
+        0 if is_int else int(bool(op.value("count_include_pad"))),
     )
-    return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id)]
+    return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id, kind=int(is_int))]
 
 
 REDUCE_MODES = {"ReduceSum": isa.REDUCE_SUM, "ReduceMean": isa.REDUCE_MEAN}

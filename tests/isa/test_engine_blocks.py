@@ -86,6 +86,19 @@ VECTORS = [
         isa.SfuBlock(2, 1.0, -0.5),
         "02 00 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
     ),
+    (  # 0.5 - x, ReLU up to 6: the docs/isa.md vector
+        isa.TIU_FARITH,
+        isa.FarithBlock(1, 1, 0, isa.FARITH_CONST_REVERSED, 1, (), 0.5, 6.0),
+        "01 01 00 02 01 00 00 00" + " 00" * 32 + " 00 00 00 00 00 00 e0 3f 00 00 00 00 00 00 18 40",
+    ),
+    (  # Add of three inputs with coefficients, no ReLU
+        isa.TIU_FARITH,
+        isa.FarithBlock(0, 3, 3, 0, 0, (1.0, -1.0, 0.5), 0.0, 6.0),
+        "00 03 03 00 00 00 00 00"
+        " 00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 f0 bf"
+        " 00 00 00 00 00 00 e0 3f  00 00 00 00 00 00 00 00"
+        " 00 00 00 00 00 00 00 00  00 00 00 00 00 00 18 40",
+    ),
     (  # Sigmoid with option log: the docs/isa.md vector
         isa.TIU_SFU,
         isa.SfuBlock(2, 1.0, -0.5, 1),
@@ -133,6 +146,7 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
         (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
+        (isa.TIU_FARITH, bytes([7]) + bytes(127), "unknown FARITH op 7"),
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
     ],
 )
@@ -196,6 +210,7 @@ BLOCK_TITLES = {
     isa.TIU_LUT: "TIU_LUT block",
     isa.TIU_CVT: "TIU_CVT block",
     isa.TIU_SFU: "TIU_SFU block",
+    isa.TIU_FARITH: "TIU_FARITH block",
 }
 
 

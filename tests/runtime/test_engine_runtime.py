@@ -246,14 +246,19 @@ def sfu_model(path) -> None:
         *acts,
         *sums,
         node("MatMul", ["a9", "M"], ["mm"]),
-        node("Concat", ["s0", "s1", "s2", "s3", "mm"], ["y"], axis=1),
+        node("Div", ["s0", "s1"], ["d"]),
+        node("Max", ["d", "s2"], ["mx"]),
+        node("Sub", ["half", "mx"], ["k"]),
+        node("AveragePool", ["k"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+        node("MaxPool", ["ap"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+        node("Concat", ["s0", "s1", "s2", "s3", "mm", "mp"], ["y"], axis=1),
     ]
     graph = helper.make_graph(
         nodes,
         "sfu",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 6, 6])],
-        [w, m],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 6, 6])],
+        [w, m, numpy_helper.from_array(np.array(0.5, np.float32), "half")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.save(model, path)
@@ -287,11 +292,15 @@ def _interpreter_unary(op):
 
 
 def _interpreter_float_record(op):
-    """The record the TPU interpreter's float conv/matmul kernel runs (the TOP one's)."""
-    from tpuc.dialects import tpu
+    """The record the TPU interpreter's float conv/matmul/arith/pool kernel runs (the TOP one's)."""
+    from tpuc.dialects import top, tpu
     from tpuc.interp.kernels.registry import LIBRARY
 
-    build, _ = LIBRARY[{v: k for k, v in tpu.MIRRORS.items()}[type(op)]]
+    if isinstance(op, tpu.Pool2DOp):
+        source = {"Max": top.MaxPoolOp, "Avg": top.AvgPoolOp}[op.value("pool_mode")]
+    else:
+        source = {v: k for k, v in tpu.MIRRORS.items()}[type(op)]
+    build, _ = LIBRARY[source]
     return build(op)
 
 
@@ -323,7 +332,7 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
                 op = ops[names[step.command.header.layer_id]]
                 assert step.record == _interpreter_unary(op), op.name
                 functions[step.record.kind] += 1
-            elif isinstance(step, EngineStep):  # the float conv and matmul
+            elif isinstance(step, EngineStep):  # the float conv, matmul, arithmetic and pools
                 assert step.command.header.kind == 0
                 op = ops[names[step.command.header.layer_id]]
                 expected = _interpreter_float_record(op)
@@ -337,6 +346,8 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     # every activation of the model: 9 (Relu, LeakyRelu, Sigmoid, Elu, HardSigmoid and
     # the Active modes Tanh, Exp, Softplus, Abs), the conv and the matmul
     assert functions.pop("TIU_CONV") == 1 and functions.pop("TIU_MATMUL") == 1, functions
+    # four Adds, the Div, the Max and the reversed SubConst; the two pools
+    assert functions.pop("TIU_FARITH") == 7 and functions.pop("TIU_POOL") == 2, functions
     assert sum(functions.values()) == 9, functions
 
 

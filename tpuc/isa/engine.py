@@ -29,6 +29,7 @@ TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
 TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
 TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
+TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
@@ -44,6 +45,7 @@ ENGINE_OPCODES: dict[str, int] = {
     "TIU_LUT": TIU_LUT,
     "TIU_CVT": TIU_CVT,
     "TIU_SFU": TIU_SFU,
+    "TIU_FARITH": TIU_FARITH,
     "GDMA_MOVE": GDMA_MOVE,
     "GDMA_LOAD": GDMA_LOAD,
     "GDMA_STORE": GDMA_STORE,
@@ -58,6 +60,9 @@ GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("G
 CONV_NORMAL, CONV_DEPTHWISE, CONV_TRANSPOSED = 0, 1, 2
 ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
 ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
+FARITH_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow")
+"""TIU_FARITH op codes (index = code; append only)."""
+FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
 POOL_AVG, POOL_MAX = 0, 1
 REDUCE_SUM, REDUCE_MEAN = 0, 1
 SFU_FUNCTIONS = (
@@ -150,6 +155,7 @@ class PoolBlock:
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # begins then ends
     requant: RequantBlock
+    count_include_pad: int = 0  # float avg: the padding counts in the divisor
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,23 @@ class SfuBlock:
     alpha: float
     beta: float
     option: int = 0  # index into SFU_OPTIONS
+
+
+@dataclass(frozen=True)
+class FarithBlock:
+    """Float elementwise arithmetic (float32, then rounding to the result
+    type): the inputs folded left to right by `op` (Add: input i scaled by
+    coeff[i] when any is not 1), or, in a const form, input `op` const_val
+    (reversed: const_val `op` input). `relu_limit` NaN: no limit."""
+
+    op: int  # index into FARITH_OPS
+    n_inputs: int
+    n_coeff: int
+    form: int  # FARITH_TENSORS / FARITH_CONST / FARITH_CONST_REVERSED
+    relu: int
+    coeff: tuple[float, ...]
+    const_val: float
+    relu_limit: float
 
 
 @dataclass(frozen=True)
@@ -234,7 +257,7 @@ BLOCKS: dict[int, Layout] = {
         True,
     ),
     TIU_POOL: Layout(
-        struct.Struct(f"<BBBBB3x{S}I{S}I{2 * S}I"),
+        struct.Struct(f"<BBBBBB2x{S}I{S}I{2 * S}I"),
         PoolBlock,
         (
             "mode",
@@ -242,6 +265,7 @@ BLOCKS: dict[int, Layout] = {
             "n_kernel",
             "n_strides",
             "n_pads",
+            "count_include_pad",
             ("kernel", S),
             ("strides", S),
             ("pads", 2 * S),
@@ -259,6 +283,21 @@ BLOCKS: dict[int, Layout] = {
     TIU_SFU: Layout(
         struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
     ),
+    TIU_FARITH: Layout(
+        struct.Struct(f"<BBBBB3x{MAX_INPUTS}ddd"),
+        FarithBlock,
+        (
+            "op",
+            "n_inputs",
+            "n_coeff",
+            "form",
+            "relu",
+            ("coeff", MAX_INPUTS),
+            "const_val",
+            "relu_limit",
+        ),
+        False,
+    ),
 }
 """opcode -> its parameter block (GDMA commands have none)."""
 
@@ -274,6 +313,7 @@ COUNTS = {
     ("strides", PoolBlock): "n_strides",
     ("pads", PoolBlock): "n_pads",
     ("axes", ReduceBlock): "n_axes",
+    ("coeff", FarithBlock): "n_coeff",
 }
 """Array field -> the field holding how many of its slots are used (the rest are 0)."""
 
@@ -343,6 +383,10 @@ def decode_block(opcode: int, params: bytes):
         fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
         if fields["requant"].round_mode >= len(ROUND_MODES):
             raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
+    if layout.cls is FarithBlock and (
+        fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
+    ):
+        raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
     if layout.cls is SfuBlock:
         if fields["function"] >= len(SFU_FUNCTIONS):
             raise BlockError(f"unknown SFU function code {fields['function']}")

@@ -21,8 +21,9 @@ from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
-from tpuc.kernels import arith, float_conv, sums
+from tpuc.kernels import arith, float_conv, pooling, sums
 from tpuc.kernels import conv as conv_lib
+from tpuc.kernels import elementwise as ew
 from tpuc.kernels.activation import Unary, unary
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
@@ -249,6 +250,17 @@ class EngineStep(Step):
         kernels = {isa.POOL_AVG: sums.avg_pool, isa.POOL_MAX: max_pool}
         if b.mode not in kernels:
             raise ValueError(f"pool mode {b.mode}")
+        if self.is_float:
+            record = pooling.Pooling(
+                b.kernel,
+                b.strides,
+                b.pads,
+                bool(b.ceil_mode),
+                bool(b.count_include_pad),
+                self._float_relu(b.requant),
+            )
+            kernel = pooling.max_pool if b.mode == isa.POOL_MAX else pooling.avg_pool
+            return record, self._rounded(kernel), (0,)
         record = sums.Pool(
             b.kernel,
             b.strides,
@@ -273,6 +285,22 @@ class EngineStep(Step):
             )
         return Lut(element_of(x), element_of(self.command.results[0])), lut, (0, 1)
 
+    def _farith(self, b: isa.FarithBlock):
+        kind = isa.FARITH_OPS[b.op]
+        if len(self.command.operands) != b.n_inputs:
+            raise ValueError(f"{len(self.command.operands)} operands for {b.n_inputs} inputs")
+        relu = Relu()
+        if b.relu:
+            relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
+        if b.form != isa.FARITH_TENSORS:
+            reverse = b.form == isa.FARITH_CONST_REVERSED
+            record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
+        elif kind in ew.FOLDS:
+            record, kernel = ew.Fold(kind, relu, b.coeff), ew.fold
+        else:
+            record, kernel = ew.Binary(kind, relu), ew.binary
+        return record, self._rounded(kernel), tuple(range(b.n_inputs))
+
     def _sfu(self, b: isa.SfuBlock):
         def unset(value: float) -> float | None:
             return None if math.isnan(value) else value
@@ -292,6 +320,7 @@ BUILDERS: dict[int, Callable] = {
     isa.TIU_POOL: EngineStep._pool,
     isa.TIU_REDUCE: EngineStep._reduce,
     isa.TIU_SFU: EngineStep._sfu,
+    isa.TIU_FARITH: EngineStep._farith,
 }
 """TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
 
