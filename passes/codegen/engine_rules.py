@@ -491,6 +491,66 @@ def _sfu(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_SFU, block, [inp], [out], layer_id, kind=0)]
 
 
+# --- conversion ------------------------------------------------------------------------------
+
+
+@engine_rule(tpu.CastOp)
+def _cast(op: Operation, layer_id: int) -> list[Command] | None:
+    """tpu.Cast (either kind): one TIU_CVT in cast mode."""
+    to = op.value("to") or ""
+    mode = op.value("round_mode") or isa.ROUND_MODES[0]
+    if to not in isa.CAST_TO or mode not in isa.ROUND_MODES or len(op.operands) != 1:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    requant = isa.RequantBlock(round_mode=isa.ROUND_MODES.index(mode))
+    block = isa.CvtBlock(requant, isa.CVT_CAST, isa.CAST_TO.index(to))
+    kind = int(_int_only(op))
+    return [engine_command(isa.TIU_CVT, block, [inp], [out], layer_id, kind=kind)]
+
+
+# --- normalizations -----------------------------------------------------------------------------
+
+
+def _norm_block(op: Operation) -> isa.NormBlock | None:
+    nan = math.nan
+    if isinstance(op, tpu.SoftmaxOp):
+        return isa.NormBlock(
+            0, int(bool(op.value("log"))), int(op.value("axis")), 0, 0.0, 0.0, 0.0, nan
+        )
+    if isinstance(op, tpu.LayerNormOp):
+        return isa.NormBlock(1, 0, int(op.value("axis")), 0, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.InstanceNormOp):
+        return isa.NormBlock(2, 0, 0, 0, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.GroupNormOp):
+        groups = int(op.value("num_groups"))
+        return isa.NormBlock(3, 0, 0, groups, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.BatchNormOp):
+        relu = bool(op.value("do_relu"))
+        limit = op.value("relu_limit") if relu else None
+        limit = nan if limit is None else float(limit)
+        return isa.NormBlock(4, int(relu), 0, 0, float(op.value("epsilon")), 0.0, 0.0, limit)
+    if isinstance(op, tpu.LRNOp):
+        size, alpha = int(op.value("size")), float(op.value("alpha"))
+        beta, bias = float(op.value("beta")), float(op.value("bias"))
+        return isa.NormBlock(5, 0, 0, size, alpha, beta, bias, nan)
+    return None
+
+
+@engine_rule(
+    tpu.SoftmaxOp, tpu.LayerNormOp, tpu.InstanceNormOp, tpu.GroupNormOp, tpu.BatchNormOp, tpu.LRNOp
+)
+def _norm(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float normalization: one TIU_NORM (`kind` 0)."""
+    if _int_only(op) or len(op.results) != 1:
+        return None
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    block = _norm_block(op)
+    if block is None or not _plain_float([*operands, out]):
+        return None
+    return [engine_command(isa.TIU_NORM, block, operands, [out], layer_id, kind=0)]
+
+
 def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
     """The op's engine-level commands, or None (no rule, or it declined)."""
     rule = ENGINE_RULES.get(type(op))

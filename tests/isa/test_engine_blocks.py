@@ -86,6 +86,19 @@ VECTORS = [
         isa.SfuBlock(2, 1.0, -0.5),
         "02 00 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
     ),
+    (  # LayerNorm over axis -1, eps 1e-5 (0x3ee4f8b588e368f1)
+        isa.TIU_NORM,
+        isa.NormBlock(1, 0, -1, 0, 1e-5, 0.0, 0.0, 6.0),
+        "01 00 00 00 ff ff ff ff  00 00 00 00 00 00 00 00"
+        " f1 68 e3 88 b5 f8 e4 3e  00 00 00 00 00 00 00 00"
+        " 00 00 00 00 00 00 00 00  00 00 00 00 00 00 18 40",
+    ),
+    (  # cast to BF16 via F16, round half to even
+        isa.TIU_CVT,
+        isa.CvtBlock(isa.RequantBlock(round_mode=2, relu_limit=0.0), isa.CVT_CAST, 2),
+        "01 02 00 00 00 00 00 00  01 00 00 00 00 00 00 00"
+        " 02 00 01 00 00 00 00 00  00 00 00 00 00 00 00 00",
+    ),
     (  # 0.5 - x, ReLU up to 6: the docs/isa.md vector
         isa.TIU_FARITH,
         isa.FarithBlock(1, 1, 0, isa.FARITH_CONST_REVERSED, 1, (), 0.5, 6.0),
@@ -147,6 +160,8 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
         (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
         (isa.TIU_FARITH, bytes([7]) + bytes(127), "unknown FARITH op 7"),
+        (isa.TIU_NORM, bytes([6]) + bytes(127), "unknown NORM function code 6"),
+        (isa.TIU_CVT, bytes([1, 13]) + bytes(126), "unknown CVT mode 1 or cast target 13"),
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
     ],
 )
@@ -211,6 +226,7 @@ BLOCK_TITLES = {
     isa.TIU_CVT: "TIU_CVT block",
     isa.TIU_SFU: "TIU_SFU block",
     isa.TIU_FARITH: "TIU_FARITH block",
+    isa.TIU_NORM: "TIU_NORM block",
 }
 
 

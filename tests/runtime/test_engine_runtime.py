@@ -251,14 +251,22 @@ def sfu_model(path) -> None:
         node("Sub", ["half", "mx"], ["k"]),
         node("AveragePool", ["k"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
         node("MaxPool", ["ap"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
-        node("Concat", ["s0", "s1", "s2", "s3", "mm", "mp"], ["y"], axis=1),
+        node("Softmax", ["mp"], ["sm"], axis=-1),
+        node("LayerNormalization", ["sm", "g", "bt"], ["ln"], axis=-1, epsilon=1e-5),
+        node("Concat", ["s0", "s1", "s2", "s3", "mm", "ln"], ["y"], axis=1),
     ]
     graph = helper.make_graph(
         nodes,
         "sfu",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 6, 6])],
-        [w, m, numpy_helper.from_array(np.array(0.5, np.float32), "half")],
+        [
+            w,
+            m,
+            numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+            numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "g"),
+            numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "bt"),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     onnx.save(model, path)
@@ -296,6 +304,10 @@ def _interpreter_float_record(op):
     from tpuc.dialects import top, tpu
     from tpuc.interp.kernels.registry import LIBRARY
 
+    if isinstance(op, tpu.CastOp):
+        from tpuc.interp.tpu_kernels.cast_ops import cast_params
+
+        return cast_params(op)
     if isinstance(op, tpu.Pool2DOp):
         source = {"Max": top.MaxPoolOp, "Avg": top.AvgPoolOp}[op.value("pool_mode")]
     else:
@@ -348,6 +360,9 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     assert functions.pop("TIU_CONV") == 1 and functions.pop("TIU_MATMUL") == 1, functions
     # four Adds, the Div, the Max and the reversed SubConst; the two pools
     assert functions.pop("TIU_FARITH") == 7 and functions.pop("TIU_POOL") == 2, functions
+    # the softmax and the layer norm; the input and output casts (F16, BF16)
+    assert functions.pop("TIU_NORM") == 2, functions
+    assert functions.pop("TIU_CVT", 0) == (0 if mode == "F32" else 2), functions
     assert sum(functions.values()) == 9, functions
 
 

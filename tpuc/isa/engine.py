@@ -30,6 +30,7 @@ TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
 TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
 TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
+TIU_NORM = 0x209  # float normalizations over axes: softmax, layer/instance/group/batch norm, LRN
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
@@ -46,6 +47,7 @@ ENGINE_OPCODES: dict[str, int] = {
     "TIU_CVT": TIU_CVT,
     "TIU_SFU": TIU_SFU,
     "TIU_FARITH": TIU_FARITH,
+    "TIU_NORM": TIU_NORM,
     "GDMA_MOVE": GDMA_MOVE,
     "GDMA_LOAD": GDMA_LOAD,
     "GDMA_STORE": GDMA_STORE,
@@ -64,6 +66,14 @@ FARITH_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow")
 """TIU_FARITH op codes (index = code; append only)."""
 FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
 POOL_AVG, POOL_MAX = 0, 1
+CVT_REQUANT, CVT_CAST = 0, 1
+CAST_TO = (
+    "", "F32", "F16", "BF16", "BOOL", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32",
+    "INT64", "UINT64",
+)  # fmt: skip
+"""TIU_CVT cast `to` codes (index = code; "" : none): TOP Cast's conversion target."""
+NORM_FUNCTIONS = ("Softmax", "LayerNorm", "InstanceNorm", "GroupNorm", "BatchNorm", "LRN")
+"""TIU_NORM function codes (index = code; append only)."""
 REDUCE_SUM, REDUCE_MEAN = 0, 1
 SFU_FUNCTIONS = (
     "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
@@ -177,10 +187,30 @@ class LutBlock:
 
 @dataclass(frozen=True)
 class CvtBlock:
-    """out = saturate(ReLU(requant(in − Z_in) + Z_out)) into the result (a
-    plain copy when multiplier 1, rshift 0 and Z_in = Z_out)."""
+    """mode CVT_REQUANT: out = saturate(ReLU(requant(in − Z_in) + Z_out))
+    into the result (a plain copy when multiplier 1, rshift 0 and Z_in =
+    Z_out). mode CVT_CAST: the result's element from the input's through
+    the real value (`to`: a CAST_TO conversion first), rounded by the
+    requant sub-block's round mode."""
 
     requant: RequantBlock
+    mode: int = CVT_REQUANT
+    to: int = 0  # index into CAST_TO
+
+
+@dataclass(frozen=True)
+class NormBlock:
+    """A float normalization (NORM_FUNCTIONS[function]) over `axis`, then
+    rounding to the result type; unused fields 0."""
+
+    function: int
+    flags: int  # bit 0: Softmax log / BatchNorm fused ReLU
+    axis: int
+    count: int  # GroupNorm groups, LRN size
+    eps: float  # eps; LRN alpha
+    beta: float  # LRN beta
+    bias: float  # LRN bias
+    relu_limit: float  # BatchNorm fused ReLU limit; NaN: none
 
 
 @dataclass(frozen=True)
@@ -279,7 +309,7 @@ BLOCKS: dict[int, Layout] = {
         True,
     ),
     TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
-    TIU_CVT: Layout(struct.Struct("<8x"), CvtBlock, (), True),
+    TIU_CVT: Layout(struct.Struct("<BB6x"), CvtBlock, ("mode", "to"), True),
     TIU_SFU: Layout(
         struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
     ),
@@ -296,6 +326,12 @@ BLOCKS: dict[int, Layout] = {
             "const_val",
             "relu_limit",
         ),
+        False,
+    ),
+    TIU_NORM: Layout(
+        struct.Struct("<BB2xii4xdddd"),
+        NormBlock,
+        ("function", "flags", "axis", "count", "eps", "beta", "bias", "relu_limit"),
         False,
     ),
 }
@@ -387,6 +423,10 @@ def decode_block(opcode: int, params: bytes):
         fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
     ):
         raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
+    if layout.cls is CvtBlock and (fields["mode"] > CVT_CAST or fields["to"] >= len(CAST_TO)):
+        raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
+    if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
+        raise BlockError(f"unknown NORM function code {fields['function']}")
     if layout.cls is SfuBlock:
         if fields["function"] >= len(SFU_FUNCTIONS):
             raise BlockError(f"unknown SFU function code {fields['function']}")

@@ -111,6 +111,7 @@ ENGINE_UNITS: dict[int, Unit] = {
     isa.TIU_CVT: Unit.CONVERT,
     isa.TIU_SFU: Unit.SFU,
     isa.TIU_FARITH: Unit.ARITH,
+    isa.TIU_NORM: Unit.SFU,
 }
 """Engine-level TIU opcode -> its unit class (docs/isa.md)."""
 

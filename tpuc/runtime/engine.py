@@ -21,7 +21,8 @@ from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
-from tpuc.kernels import arith, float_conv, pooling, sums
+from tpuc.kernels import arith, float_conv, norm, pooling, sums
+from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
 from tpuc.kernels.activation import Unary, unary
@@ -241,6 +242,15 @@ class EngineStep(Step):
         return record, kernel, tuple(range(len(inputs)))
 
     def _cvt(self, b: isa.CvtBlock):
+        if b.mode == isa.CVT_CAST:
+            ops, results = self.command.operands, self.command.results
+            record = cast_lib.Cast(
+                element_of(ops[0]),
+                element_of(results[0]),
+                isa.CAST_TO[b.to] or None,
+                isa.ROUND_MODES[b.requant.round_mode],
+            )
+            return record, cast_lib.cast, (0,)
         requant = self._requant(b.requant)
         r = requant.multiplier, requant.rshift
         record = arith.Concat((element_of(self.command.operands[0]),), *r, 0, requant)
@@ -301,6 +311,25 @@ class EngineStep(Step):
             record, kernel = ew.Binary(kind, relu), ew.binary
         return record, self._rounded(kernel), tuple(range(b.n_inputs))
 
+    def _norm(self, b: isa.NormBlock):
+        kind = isa.NORM_FUNCTIONS[b.function]
+        if kind == "Softmax":
+            record, kernel = norm.Softmax(b.axis, bool(b.flags & 1)), norm.softmax
+        elif kind == "LayerNorm":
+            record, kernel = norm.LayerNorm(b.axis, b.eps), norm.layer_norm
+        elif kind == "InstanceNorm":
+            record, kernel = norm.InstanceNorm(b.eps), norm.instance_norm
+        elif kind == "GroupNorm":
+            record, kernel = norm.GroupNorm(b.count, b.eps), norm.group_norm
+        elif kind == "BatchNorm":
+            relu = Relu()
+            if b.flags & 1:
+                relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
+            record, kernel = norm.BatchNorm(b.eps, relu), norm.batch_norm
+        else:
+            record, kernel = norm.LRN(b.count, b.eps, b.beta, b.bias), norm.lrn
+        return record, self._rounded(kernel), tuple(range(len(self.command.operands)))
+
     def _sfu(self, b: isa.SfuBlock):
         def unset(value: float) -> float | None:
             return None if math.isnan(value) else value
@@ -321,6 +350,7 @@ BUILDERS: dict[int, Callable] = {
     isa.TIU_REDUCE: EngineStep._reduce,
     isa.TIU_SFU: EngineStep._sfu,
     isa.TIU_FARITH: EngineStep._farith,
+    isa.TIU_NORM: EngineStep._norm,
 }
 """TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
 
