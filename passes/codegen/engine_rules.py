@@ -296,6 +296,7 @@ FARITH_KINDS: dict[type, str] = {
     tpu.AddConstOp: "Add",
     tpu.SubConstOp: "Sub",
     tpu.MulConstOp: "Mul",
+    tpu.ScaleOp: "Scale",
 }
 """Float TPU op -> its TIU_FARITH op (the TOP kernel's record kind)."""
 CONST_OPS = (tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
@@ -303,7 +304,7 @@ NO_FUSED_RELU = (tpu.DivOp, tpu.PowTensorOp)
 """Ops whose TOP kernel record has no fused ReLU (`tpuc.interp.kernels.elementwise`)."""
 
 
-@engine_rule(tpu.MaxOp, tpu.MinOp, tpu.DivOp, tpu.PowTensorOp, *CONST_OPS)
+@engine_rule(tpu.MaxOp, tpu.MinOp, tpu.DivOp, tpu.PowTensorOp, tpu.ScaleOp, *CONST_OPS)
 def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
     """F32/F16/BF16 elementwise arithmetic: one TIU_FARITH (`kind` 0)."""
     if _int_only(op) or len(op.results) != 1:
@@ -321,6 +322,8 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
         const_val = float(op.value("const_val"))
     else:
         if count < 1 or (isinstance(op, (tpu.SubOp, *NO_FUSED_RELU)) and count != 2):
+            return None
+        if isinstance(op, tpu.ScaleOp) and count not in (2, 3):
             return None
         form, const_val = isa.FARITH_TENSORS, 0.0
     coeff = tuple(float(c) for c in op.value("coeff") or ()) if isinstance(op, tpu.AddOp) else ()

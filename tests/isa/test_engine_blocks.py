@@ -159,7 +159,7 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
         (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
-        (isa.TIU_FARITH, bytes([7]) + bytes(127), "unknown FARITH op 7"),
+        (isa.TIU_FARITH, bytes([8]) + bytes(127), "unknown FARITH op 8"),
         (isa.TIU_NORM, bytes([6]) + bytes(127), "unknown NORM function code 6"),
         (isa.TIU_CVT, bytes([1, 13]) + bytes(126), "unknown CVT mode 1 or cast target 13"),
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),

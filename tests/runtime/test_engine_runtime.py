@@ -27,7 +27,7 @@ from tpuc.isa.records import (
 )
 from tpuc.runtime import load_bmodel
 from tpuc.runtime.device import Device
-from tpuc.runtime.engine import EngineStep, element_of
+from tpuc.runtime.engine import CopyStep, EngineStep, element_of
 from tpuc.runtime.executable import make_step
 from tpuc.runtime.program import command_name
 from tpuc.tools import model_deploy
@@ -242,7 +242,8 @@ def sfu_model(path) -> None:
     ]
     sums = [node("Add", [f"a{2 * i + 1}", f"a{2 * i + 2}"], [f"s{i}"]) for i in range(4)]
     nodes = [
-        node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+        node("BatchNormalization", ["x", "bn_s", "bn_b", "bn_m", "bn_v"], ["xb"]),
+        node("Conv", ["xb", "W"], ["c"], pads=[1, 1, 1, 1]),
         *acts,
         *sums,
         node("MatMul", ["a9", "M"], ["mm"]),
@@ -251,7 +252,9 @@ def sfu_model(path) -> None:
         node("Sub", ["half", "mx"], ["k"]),
         node("AveragePool", ["k"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
         node("MaxPool", ["ap"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
-        node("Softmax", ["mp"], ["sm"], axis=-1),
+        node("Softmax", ["mp"], ["sm0"], axis=-1),
+        node("Resize", ["sm0", "", "scales"], ["up"], mode="nearest"),
+        node("MaxPool", ["up"], ["sm"], kernel_shape=[2, 3], strides=[2, 3]),
         node("LayerNormalization", ["sm", "g", "bt"], ["ln"], axis=-1, epsilon=1e-5),
         node("Concat", ["s0", "s1", "s2", "s3", "mm", "ln"], ["y"], axis=1),
     ]
@@ -264,8 +267,18 @@ def sfu_model(path) -> None:
             w,
             m,
             numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+            numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales"),
             numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "g"),
             numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "bt"),
+            *(
+                numpy_helper.from_array(v.astype("f4"), n)
+                for n, v in [
+                    ("bn_s", rng.standard_normal(4)),
+                    ("bn_b", rng.standard_normal(4)),
+                    ("bn_m", rng.standard_normal(4)),
+                    ("bn_v", rng.uniform(0.5, 2.0, 4)),
+                ]
+            ),
         ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
@@ -339,7 +352,10 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     functions = Counter()
     for _, steps in program.subnets:
         for step in steps:
-            if isinstance(step, EngineStep) and step.name == "TIU_SFU":
+            assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
+            if isinstance(step, CopyStep):
+                functions["copies"] += 1
+            elif step.name == "TIU_SFU":
                 assert step.command.header.kind == 0
                 op = ops[names[step.command.header.layer_id]]
                 assert step.record == _interpreter_unary(op), op.name
@@ -358,10 +374,13 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     # every activation of the model: 9 (Relu, LeakyRelu, Sigmoid, Elu, HardSigmoid and
     # the Active modes Tanh, Exp, Softplus, Abs), the conv and the matmul
     assert functions.pop("TIU_CONV") == 1 and functions.pop("TIU_MATMUL") == 1, functions
-    # four Adds, the Div, the Max and the reversed SubConst; the two pools
-    assert functions.pop("TIU_FARITH") == 7 and functions.pop("TIU_POOL") == 2, functions
+    # the input BatchNorm as a Scale, four Adds, the Div, the Max and the reversed
+    # SubConst; the three pools
+    assert functions.pop("TIU_FARITH") == 8 and functions.pop("TIU_POOL") == 3, functions
     # the softmax and the layer norm; the input and output casts (F16, BF16)
     assert functions.pop("TIU_NORM") == 2, functions
+    # the nearest Resize (tpu.Upsample: one stride-0 copy) and the six concat inputs
+    assert functions.pop("copies") == 7, functions
     assert functions.pop("TIU_CVT", 0) == (0 if mode == "F32" else 2), functions
     assert sum(functions.values()) == 9, functions
 

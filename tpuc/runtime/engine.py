@@ -305,6 +305,8 @@ class EngineStep(Step):
         if b.form != isa.FARITH_TENSORS:
             reverse = b.form == isa.FARITH_CONST_REVERSED
             record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
+        elif kind == "Scale":
+            record, kernel = ew.Scale(relu), ew.scale
         elif kind in ew.FOLDS:
             record, kernel = ew.Fold(kind, relu, b.coeff), ew.fold
         else:
