@@ -347,10 +347,12 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
 @engine_rule(tpu.ConcatOp)
 def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     """One CVT per input, each into its window of the output."""
+    if not _int_only(op):
+        return _float_concat(op, layer_id)
     count = len(op.operands)
     multipliers = _ints(op, "multiplier", [1] * count)
     rshifts = _ints(op, "rshift", [0] * count)
-    if not _int_only(op) or len(multipliers) != count or len(rshifts) != count:
+    if len(multipliers) != count or len(rshifts) != count:
         return None
     whole = tensor_record(op.results[0], op)
     axis = int(op.value("axis")) % len(whole.shape)
@@ -365,6 +367,30 @@ def _concat(op: Operation, layer_id: int) -> list[Command] | None:
         commands.append(
             engine_command(isa.TIU_CVT, isa.CvtBlock(requant), [part], [window], layer_id)
         )
+        start += part.shape[axis]
+    return commands
+
+
+def _float_concat(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float Concat with a fused ReLU over one element type (a plain one is
+    a DMA copy): one TIU_SFU Relu per input into its window of the output —
+    the ReLU is elementwise and rounding is exact on values of that type."""
+    if not op.value("do_relu") or op.value("multiplier") or op.value("rshift"):
+        return None
+    whole = tensor_record(op.results[0], op)
+    parts = [tensor_record(v, op) for v in op.operands]
+    if not _plain_float([*parts, whole]) or any(p.dtype != whole.dtype for p in parts):
+        return None
+    limit = op.value("relu_limit")
+    block = isa.SfuBlock(
+        isa.SFU_FUNCTIONS.index("Relu"), math.nan if limit is None else float(limit), math.nan
+    )
+    axis = int(op.value("axis")) % len(whole.shape)
+    strides = whole.element_strides()
+    commands, start = [], 0
+    for part in parts:
+        window = _view(whole, part.shape, strides, start * strides[axis])
+        commands.append(engine_command(isa.TIU_SFU, block, [part], [window], layer_id, kind=0))
         start += part.shape[axis]
     return commands
 

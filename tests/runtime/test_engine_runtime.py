@@ -256,7 +256,8 @@ def sfu_model(path) -> None:
         node("Resize", ["sm0", "", "scales"], ["up"], mode="nearest"),
         node("MaxPool", ["up"], ["sm"], kernel_shape=[2, 3], strides=[2, 3]),
         node("LayerNormalization", ["sm", "g", "bt"], ["ln"], axis=-1, epsilon=1e-5),
-        node("Concat", ["s0", "s1", "s2", "s3", "mm", "ln"], ["y"], axis=1),
+        node("Concat", ["s0", "s1", "s2", "s3", "mm", "ln"], ["cat"], axis=1),
+        node("Relu", ["cat"], ["y"]),  # fused into the concat
     ]
     graph = helper.make_graph(
         nodes,
@@ -304,6 +305,11 @@ def _interpreter_unary(op):
     from tpuc.dialects import tpu
     from tpuc.interp.kernels.registry import LIBRARY
 
+    if isinstance(op, tpu.ConcatOp):  # its fused ReLU, per input
+        from tpuc.kernels.activation import Unary
+
+        limit = op.value("relu_limit")
+        return Unary("Relu", None if limit is None else float(limit))
     if isinstance(op, tpu.ActiveOp):
         source = tpu.ACTIVE_MODES[op.value("mode")]
     else:
@@ -379,10 +385,11 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
     assert functions.pop("TIU_FARITH") == 8 and functions.pop("TIU_POOL") == 3, functions
     # the softmax and the layer norm; the input and output casts (F16, BF16)
     assert functions.pop("TIU_NORM") == 2, functions
-    # the nearest Resize (tpu.Upsample: one stride-0 copy) and the six concat inputs
-    assert functions.pop("copies") == 7, functions
+    # the nearest Resize (tpu.Upsample: one stride-0 copy); the concat with its fused
+    # ReLU is one SFU Relu per input
+    assert functions.pop("copies") == 1 and functions.pop("Relu") == 7, functions
     assert functions.pop("TIU_CVT", 0) == (0 if mode == "F32" else 2), functions
-    assert sum(functions.values()) == 9, functions
+    assert sum(functions.values()) == 8, functions
 
 
 def test_sfu_rounds_to_the_result_type():
