@@ -537,6 +537,23 @@ def _cast(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_CVT, block, [inp], [out], layer_id, kind=kind)]
 
 
+@engine_rule(tpu.RequantIntOp, tpu.RequantIntAxisOp, tpu.DequantIntOp)
+def _rescale(op: Operation, layer_id: int) -> list[Command] | None:
+    """RequantInt / RequantIntAxis / DequantInt with one multiplier and
+    rshift: one TIU_CVT in rescale mode (lists per channel decline)."""
+    if len(op.operands) != 1 or (op.value("quant_mode") or "MultiplierShift") != "MultiplierShift":
+        return None
+    requant = requant_block(op, 1)
+    if requant is None:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if not inp.flags & TENSOR_QUANTIZED:
+        return None
+    per_op = int(not isinstance(op, tpu.RequantIntOp))
+    block = isa.CvtBlock(requant, isa.CVT_RESCALE, per_op)
+    return [engine_command(isa.TIU_CVT, block, [inp], [out], layer_id, kind=int(_int_only(op)))]
+
+
 # --- normalizations -----------------------------------------------------------------------------
 
 

@@ -403,3 +403,62 @@ def test_sfu_rounds_to_the_result_type():
     step.run()
     expected = np.exp(np.array([0.0, 1.0, -2.0, 0.1], np.float32)).astype(np.float16)
     assert np.array_equal(region.bytes[64:72].view(np.float16), expected)
+
+
+# --- RequantInt / RequantIntAxis / DequantInt on TIU_CVT (rescale mode) ----------------------
+
+
+@pytest.mark.parametrize(
+    "cls, out, attrs",
+    [
+        ("RequantIntOp", ("u8", 0.5, 7), dict(multiplier=[5], rshift=[1])),
+        ("RequantIntOp", ("i8", 1.0, 0), dict(multiplier=[3], rshift=[2], round_mode="HalfToEven")),
+        ("RequantIntAxisOp", ("i8", 1.0, -1), dict(multiplier=[9], rshift=[3], do_relu=True)),
+        ("DequantIntOp", None, dict(multiplier=[7], rshift=[4])),
+    ],
+)
+def test_rescale_commands_equal_the_interpreter(cls, out, attrs):
+    from xdsl.dialects.builtin import TensorType, f32
+
+    from tpuc.dialects import top, tpu
+    from tpuc.dialects.quant import UniformQuantizedType
+    from tpuc.interp.tpu_kernels import TPU_KERNELS
+    from tpuc.interp.tpu_kernels.cast_ops import rescale_params
+    from tpuc.ir import kind_of
+    from tpuc.passes.address_assign import set_address
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    op_class = getattr(tpu, cls)
+    x = np.array([-128, -7, -1, 0, 1, 5, 100, 127], np.int8)
+    in_type = UniformQuantizedType("i8", 0.25, -3)
+    out_type = f32 if out is None else UniformQuantizedType(*out)
+    source = top.WeightOp.make([], "x", result_types=[TensorType(in_type, [1, 8])]).output
+    op = op_class.make([source], "y", attrs, result_types=[TensorType(out_type, [1, 8])])
+    set_address(op.operands[0], START)
+    set_address(op.results[0], START + 64)
+    (cmd,) = engine_commands(op, 0)
+    assert cmd.header.opcode == isa.TIU_CVT
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0:8] = x.view(np.uint8)
+    step = make_step(cmd, dev, "x")
+    assert step.record == rescale_params(op)
+    step.run()
+    dtype = np.dtype({None: "float32", "i8": "int8", "u8": "uint8"}[out and out[0]])
+    got = region.bytes[64 : 64 + 8 * dtype.itemsize].view(dtype).astype(np.float32)
+    expected = TPU_KERNELS[(op_class, kind_of(op))](op, [x.astype(np.float32).reshape(1, 8)])
+    np.testing.assert_array_equal(got, expected.reshape(-1))
+
+
+def test_rescale_lists_per_channel_decline():
+    from xdsl.dialects.builtin import TensorType
+
+    from tpuc.dialects import top, tpu
+    from tpuc.dialects.quant import UniformQuantizedType
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    q = UniformQuantizedType("i8", 1.0, 0)
+    source = top.WeightOp.make([], "x", result_types=[TensorType(q, [1, 2, 2])]).output
+    attrs = dict(multiplier=[1, 3], rshift=[0, 1])
+    op = tpu.RequantIntAxisOp.make([source], "y", attrs, result_types=[TensorType(q, [1, 2, 2])])
+    assert engine_commands(op, 0) is None  # per-channel lists stay transitional

@@ -66,7 +66,7 @@ FARITH_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow", "Scale")
 """TIU_FARITH op codes (index = code; append only)."""
 FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
 POOL_AVG, POOL_MAX = 0, 1
-CVT_REQUANT, CVT_CAST = 0, 1
+CVT_REQUANT, CVT_CAST, CVT_RESCALE = 0, 1, 2
 CAST_TO = (
     "", "F32", "F16", "BF16", "BOOL", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32",
     "INT64", "UINT64",
@@ -187,7 +187,7 @@ class LutBlock:
 
 @dataclass(frozen=True)
 class CvtBlock:
-    """mode CVT_REQUANT: out = saturate(ReLU(requant(in − Z_in) + Z_out))
+    """mode CVT_REQUANT / CVT_RESCALE: out = saturate(ReLU(requant(in − Z_in) + Z_out))
     into the result (a plain copy when multiplier 1, rshift 0 and Z_in =
     Z_out). mode CVT_CAST: the result's element from the input's through
     the real value (`to`: a CAST_TO conversion first), rounded by the
@@ -195,7 +195,7 @@ class CvtBlock:
 
     requant: RequantBlock
     mode: int = CVT_REQUANT
-    to: int = 0  # index into CAST_TO
+    to: int = 0  # index into CAST_TO; CVT_RESCALE: 1 per-channel op (RequantIntAxis, DequantInt)
 
 
 @dataclass(frozen=True)
@@ -423,7 +423,7 @@ def decode_block(opcode: int, params: bytes):
         fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
     ):
         raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
-    if layout.cls is CvtBlock and (fields["mode"] > CVT_CAST or fields["to"] >= len(CAST_TO)):
+    if layout.cls is CvtBlock and (fields["mode"] > CVT_RESCALE or fields["to"] >= len(CAST_TO)):
         raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
     if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
         raise BlockError(f"unknown NORM function code {fields['function']}")

@@ -242,6 +242,11 @@ class EngineStep(Step):
         return record, kernel, tuple(range(len(inputs)))
 
     def _cvt(self, b: isa.CvtBlock):
+        if b.mode == isa.CVT_RESCALE:
+            record = cast_lib.Rescale(
+                element_of(self.command.operands[0]), self._requant(b.requant), bool(b.to)
+            )
+            return record, cast_lib.rescale, (0,)
         if b.mode == isa.CVT_CAST:
             ops, results = self.command.operands, self.command.results
             record = cast_lib.Cast(
