@@ -27,6 +27,7 @@ from tpuc.isa.records import (
     ENGINE_TIU,
     FLAG_COEFF_MERGED,
     FLAG_FILTER_REORDERED,
+    MAX_RANK,
     RECORD_BYTES,
     TENSOR_COEFF,
     Command,
@@ -245,6 +246,26 @@ def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     if not (_same_type(op) and _plain(op)):
         return None
     return _pieces(op, op.results[0], op.operands, into_whole=True, layer_id=layer_id)
+
+
+@copy_rule(tpu.UpsampleOp)
+def _upsample(op: Operation, layer_id: int) -> list[Command] | None:
+    """Nearest upsampling by (sh, sw): one copy from the input read with
+    stride 0 over the repeats, (…, H, sh, W, sw) <- (…, H, 0, W, 0)."""
+    if not (_same_type(op) and _plain(op)):
+        return None
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    sh, sw = int(op.value("scale_h") or 1), int(op.value("scale_w") or 1)
+    if len(src.shape) < 2 or len(src.shape) + 2 > MAX_RANK:
+        return None
+    *lead, h, w = src.shape
+    if tuple(dst.shape) != (*lead, h * sh, w * sw):
+        return None
+    *lead_strides, h_stride, w_stride = src.element_strides()
+    shape = (*lead, h, sh, w, sw)
+    source = _view(src, shape, (*lead_strides, h_stride, 0, w_stride, 0), 0)
+    target = _view(dst, shape, contiguous_strides(shape), 0)
+    return [copy_command(source, target, layer_id)]
 
 
 @copy_rule(tpu.SplitOp)

@@ -5,7 +5,8 @@ the op's command sequence or None to decline (the op then keeps its
 transitional per-op command). Today the rules cover the integer ops the
 kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
 (one CVT per input into its window of the output), average pooling and
-ReduceSum/Mean, and the table lookup. Each block holds exactly what the TPU interpreter's record
+ReduceSum/Mean, the table lookup, and the float activations (one TIU_SFU
+each). Each block holds exactly what the TPU interpreter's record
 builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
 simulator rebuilds the same record from the command alone.
 """
@@ -48,6 +49,7 @@ def engine_command(
     operands: list[TensorRecord],
     results: list[TensorRecord],
     layer_id: int,
+    kind: int = 1,
 ) -> Command:
     params = isa.encode_block(opcode, block)
     header = Header(
@@ -59,7 +61,7 @@ def engine_command(
         n_results=len(results),
         n_param_records=len(params) // RECORD_BYTES,
         layer_id=layer_id,
-        kind=1,
+        kind=kind,
     )
     return Command(header, operands, results, params)
 
@@ -98,6 +100,19 @@ def _int_only(op: Operation) -> bool:
     return kind_of(op) == "int"
 
 
+def float_epilogue(op: Operation, axis: int) -> isa.RequantBlock:
+    """A float command's requant sub-block: multiplier 1, rshift 0, only the
+    fused ReLU (`do_relu`, `relu_limit`; NaN: no limit) is read."""
+    relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit") if relu else None
+    return isa.RequantBlock(1, 0, 0, int(relu), axis, 0, math.nan if limit is None else limit)
+
+
+def _plain_float(records: list[TensorRecord]) -> bool:
+    """No quantized tensor among a float command's records."""
+    return not any(r.flags & TENSOR_QUANTIZED for r in records if not r.absent)
+
+
 # --- convolution -------------------------------------------------------------------------
 
 
@@ -111,7 +126,7 @@ def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
 @engine_rule(tpu.Conv2DOp, tpu.DeconvOp)
 def _conv(op: Operation, layer_id: int) -> list[Command] | None:
     if not _int_only(op):
-        return None
+        return _float_conv(op, layer_id)
     transposed = isinstance(op, tpu.DeconvOp)
     inp, filt = tensor_record(op.operands[0], op), tensor_record(op.operands[1], op)
     merged = bool(op.value("coeff_merged"))
@@ -164,13 +179,59 @@ def _conv(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_CONV, block, operands, [out], layer_id)]
 
 
+def _float_conv(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 conv or deconv: one TIU_CONV with `kind` 0 (float32
+    arithmetic, then rounding to the result type)."""
+    if op.value("coeff_merged") or len(op.operands) != 3:
+        return None
+    inp, filt, bias = (tensor_record(v, op) for v in op.operands)
+    if _filter_reordered(op):
+        kernel = _ints(op, "kernel_shape")
+        _, oc, icg, _ = filt.shape
+        filt = _view(filt, (oc, icg, *kernel), (), 0)
+    else:
+        kernel = list(shape_of(op.operands[1])[2:])
+    out = tensor_record(op.results[0], op)
+    padding = _ints(op, "output_padding")
+    if not _plain_float([inp, filt, bias, out]) or max(len(kernel), len(padding)) > isa.MAX_SPATIAL:
+        return None
+    geometry = ConvGeometry.of(
+        tuple(kernel),
+        _ints(op, "strides"),
+        _ints(op, "dilations"),
+        _ints(op, "pads"),
+        int(op.value("group") or 1),
+    )
+    if len(geometry.begins) != len(kernel) or len(geometry.strides) != len(kernel):
+        return None
+    transposed = isinstance(op, tpu.DeconvOp)
+    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
+    mode = isa.CONV_TRANSPOSED if transposed else isa.CONV_DEPTHWISE if depthwise else 0
+    block = isa.ConvBlock(
+        mode,
+        len(kernel),
+        geometry.group,
+        geometry.kernel,
+        geometry.strides,
+        geometry.dilations,
+        geometry.begins,
+        geometry.ends,
+        tuple(padding),
+        len(padding),
+        float_epilogue(op, 1),
+    )
+    return [engine_command(isa.TIU_CONV, block, [inp, filt, bias], [out], layer_id, kind=0)]
+
+
 # --- matmul ---------------------------------------------------------------------------------
 
 
 @engine_rule(tpu.MatMulOp)
 def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
-    if not _int_only(op) or len(op.operands) != 3:
+    if len(op.operands) != 3:
         return None
+    if not _int_only(op):
+        return _float_matmul(op, layer_id)
     operands = [tensor_record(v, op) for v in op.operands]
     if op.value("coeff_merged"):  # per-column values, merged by weight-reorder
         requant = requant_block(op, -1, 1, 0)
@@ -187,13 +248,25 @@ def _matmul(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id)]
 
 
+def _float_matmul(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 matmul: one TIU_MATMUL with `kind` 0."""
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    if op.value("coeff_merged") or not _plain_float([*operands, out]):
+        return None
+    block = isa.MatMulBlock(int(bool(op.value("right_transpose"))), float_epilogue(op, -1))
+    return [engine_command(isa.TIU_MATMUL, block, operands, [out], layer_id, kind=0)]
+
+
 # --- elementwise ------------------------------------------------------------------------------
 
 
 @engine_rule(tpu.AddOp, tpu.SubOp, tpu.MulOp)
 def _arith(op: Operation, layer_id: int) -> list[Command] | None:
     count = len(op.operands)
-    if not _int_only(op) or count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
+    if not _int_only(op):
+        return _float_arith(op, layer_id)
+    if count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
         return None
     if isinstance(op, tpu.MulOp):
         code, multipliers = isa.ARITH_MUL, ()
@@ -212,13 +285,74 @@ def _arith(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_ARITH, block, operands, [out], layer_id)]
 
 
+FARITH_KINDS: dict[type, str] = {
+    tpu.AddOp: "Add",
+    tpu.SubOp: "Sub",
+    tpu.MulOp: "Mul",
+    tpu.MaxOp: "Max",
+    tpu.MinOp: "Min",
+    tpu.DivOp: "Div",
+    tpu.PowTensorOp: "Pow",
+    tpu.AddConstOp: "Add",
+    tpu.SubConstOp: "Sub",
+    tpu.MulConstOp: "Mul",
+    tpu.ScaleOp: "Scale",
+}
+"""Float TPU op -> its TIU_FARITH op (the TOP kernel's record kind)."""
+CONST_OPS = (tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
+NO_FUSED_RELU = (tpu.DivOp, tpu.PowTensorOp)
+"""Ops whose TOP kernel record has no fused ReLU (`tpuc.interp.kernels.elementwise`)."""
+
+
+@engine_rule(tpu.MaxOp, tpu.MinOp, tpu.DivOp, tpu.PowTensorOp, tpu.ScaleOp, *CONST_OPS)
+def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
+    """F32/F16/BF16 elementwise arithmetic: one TIU_FARITH (`kind` 0)."""
+    if _int_only(op) or len(op.results) != 1:
+        return None
+    count = len(op.operands)
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    if count > isa.MAX_INPUTS or not _plain_float([*operands, out]):
+        return None
+    if isinstance(op, CONST_OPS):
+        if count != 1:
+            return None
+        reverse = isinstance(op, tpu.SubConstOp) and bool(op.value("is_reverse"))
+        form = isa.FARITH_CONST_REVERSED if reverse else isa.FARITH_CONST
+        const_val = float(op.value("const_val"))
+    else:
+        if count < 1 or (isinstance(op, (tpu.SubOp, *NO_FUSED_RELU)) and count != 2):
+            return None
+        if isinstance(op, tpu.ScaleOp) and count not in (2, 3):
+            return None
+        form, const_val = isa.FARITH_TENSORS, 0.0
+    coeff = tuple(float(c) for c in op.value("coeff") or ()) if isinstance(op, tpu.AddOp) else ()
+    if len(coeff) > isa.MAX_INPUTS:
+        return None
+    relu = not isinstance(op, NO_FUSED_RELU) and bool(op.value("do_relu"))
+    limit = op.value("relu_limit") if relu else None
+    block = isa.FarithBlock(
+        isa.FARITH_OPS.index(FARITH_KINDS[type(op)]),
+        count,
+        len(coeff),
+        form,
+        int(relu),
+        coeff,
+        const_val,
+        math.nan if limit is None else float(limit),
+    )
+    return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
+
+
 @engine_rule(tpu.ConcatOp)
 def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     """One CVT per input, each into its window of the output."""
+    if not _int_only(op):
+        return _float_concat(op, layer_id)
     count = len(op.operands)
     multipliers = _ints(op, "multiplier", [1] * count)
     rshifts = _ints(op, "rshift", [0] * count)
-    if not _int_only(op) or len(multipliers) != count or len(rshifts) != count:
+    if len(multipliers) != count or len(rshifts) != count:
         return None
     whole = tensor_record(op.results[0], op)
     axis = int(op.value("axis")) % len(whole.shape)
@@ -237,6 +371,30 @@ def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     return commands
 
 
+def _float_concat(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float Concat with a fused ReLU over one element type (a plain one is
+    a DMA copy): one TIU_SFU Relu per input into its window of the output —
+    the ReLU is elementwise and rounding is exact on values of that type."""
+    if not op.value("do_relu") or op.value("multiplier") or op.value("rshift"):
+        return None
+    whole = tensor_record(op.results[0], op)
+    parts = [tensor_record(v, op) for v in op.operands]
+    if not _plain_float([*parts, whole]) or any(p.dtype != whole.dtype for p in parts):
+        return None
+    limit = op.value("relu_limit")
+    block = isa.SfuBlock(
+        isa.SFU_FUNCTIONS.index("Relu"), math.nan if limit is None else float(limit), math.nan
+    )
+    axis = int(op.value("axis")) % len(whole.shape)
+    strides = whole.element_strides()
+    commands, start = [], 0
+    for part in parts:
+        window = _view(whole, part.shape, strides, start * strides[axis])
+        commands.append(engine_command(isa.TIU_SFU, block, [part], [window], layer_id, kind=0))
+        start += part.shape[axis]
+    return commands
+
+
 # --- sums -------------------------------------------------------------------------------------
 
 
@@ -247,12 +405,19 @@ def _same_quant(a: TensorRecord, b: TensorRecord) -> bool:
 
 @engine_rule(tpu.Pool2DOp)
 def _pool(op: Operation, layer_id: int) -> list[Command] | None:
-    requant = requant_block(op, 1)
+    is_int = _int_only(op)
+    requant = requant_block(op, 1) if is_int else float_epilogue(op, 1)
     mode = {"Avg": isa.POOL_AVG, "Max": isa.POOL_MAX}.get(op.value("pool_mode"))
-    if not _int_only(op) or mode is None or requant is None:
+    if mode is None or requant is None:
         return None
     inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
-    if mode == isa.POOL_MAX and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out)):
+    if not is_int and not _plain_float([inp, out]):
+        return None
+    if (
+        is_int
+        and mode == isa.POOL_MAX
+        and not (inp.flags & TENSOR_QUANTIZED and _same_quant(inp, out))
+    ):
         return None  # a max moves stored values: one quantized type (else the op's error)
     kernel, strides, pads = _ints(op, "kernel_shape"), _ints(op, "strides"), _ints(op, "pads")
     if max(len(kernel), len(strides)) > isa.MAX_SPATIAL or len(pads) > 2 * isa.MAX_SPATIAL:
@@ -267,8 +432,9 @@ def _pool(op: Operation, layer_id: int) -> list[Command] | None:
         tuple(strides),
         tuple(pads),
         requant,
+        0 if is_int else int(bool(op.value("count_include_pad"))),
     )
-    return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id)]
+    return [engine_command(isa.TIU_POOL, block, [inp], [out], layer_id, kind=int(is_int))]
 
 
 REDUCE_MODES = {"ReduceSum": isa.REDUCE_SUM, "ReduceMean": isa.REDUCE_MEAN}
@@ -297,6 +463,138 @@ def _lut(op: Operation, layer_id: int) -> list[Command] | None:
     block = isa.LutBlock(int(len(table.shape) == 2))
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_LUT, block, [x, table], [out], layer_id)]
+
+
+# --- float special functions -------------------------------------------------------------
+
+
+def _param(op: Operation, key: str) -> float:
+    """A float attribute as the SFU block holds it (NaN: unset)."""
+    value = op.value(key)
+    return math.nan if value is None else float(value)
+
+
+def _no_params(op: Operation) -> tuple[float, float, str]:
+    return math.nan, math.nan, ""
+
+
+SFU_PARAMS: dict[type, tuple[str, Callable[[Operation], tuple[float, float, str]]]] = {
+    tpu.ReluOp: ("Relu", lambda op: (_param(op, "relu_limit"), math.nan, "")),
+    tpu.LeakyReluOp: ("LeakyRelu", lambda op: (_param(op, "alpha"), math.nan, "")),
+    tpu.SigmoidOp: (
+        "Sigmoid",
+        lambda op: (_param(op, "scale"), _param(op, "bias"), "log" if op.value("log") else ""),
+    ),
+    tpu.GELUOp: ("GELU", lambda op: (math.nan, math.nan, op.value("approx_mode") or "")),
+    tpu.HardSigmoidOp: ("HardSigmoid", lambda op: (_param(op, "alpha"), _param(op, "beta"), "")),
+    tpu.EluOp: ("Elu", lambda op: (_param(op, "alpha"), math.nan, "")),
+    tpu.ReciprocalOp: ("Reciprocal", lambda op: (_param(op, "const_val"), math.nan, "")),
+    tpu.PowOp: ("Pow", lambda op: (_param(op, "exponent"), math.nan, "")),
+    tpu.ClipOp: ("Clip", lambda op: (_param(op, "min"), _param(op, "max"), "")),
+    tpu.NotOp: ("Not", _no_params),
+}
+"""Float TPU op -> (its `Unary` kind, its (alpha, beta, option)), read as the
+TOP kernel's record builder (`tpuc.interp.kernels.activation`) reads them."""
+
+
+@engine_rule(tpu.ActiveOp, *SFU_PARAMS)
+def _sfu(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float activation: one TIU_SFU (the function, then rounding to the
+    result's float type)."""
+    if _int_only(op) or len(op.operands) != 1 or len(op.results) != 1:
+        return None
+    if isinstance(op, tpu.ActiveOp):
+        source = tpu.ACTIVE_MODES.get(op.value("mode"))
+        if source is None:
+            return None  # the op's own error stays on the transitional path
+        kind, (alpha, beta, option) = source.name.split(".", 1)[1], _no_params(op)
+    else:
+        kind, params = SFU_PARAMS[type(op)]
+        alpha, beta, option = params(op)
+    if kind not in isa.SFU_FUNCTIONS or option not in isa.SFU_OPTIONS:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if inp.flags & TENSOR_QUANTIZED or out.flags & TENSOR_QUANTIZED:
+        return None
+    block = isa.SfuBlock(isa.SFU_FUNCTIONS.index(kind), alpha, beta, isa.SFU_OPTIONS.index(option))
+    return [engine_command(isa.TIU_SFU, block, [inp], [out], layer_id, kind=0)]
+
+
+# --- conversion ------------------------------------------------------------------------------
+
+
+@engine_rule(tpu.CastOp)
+def _cast(op: Operation, layer_id: int) -> list[Command] | None:
+    """tpu.Cast (either kind): one TIU_CVT in cast mode."""
+    to = op.value("to") or ""
+    mode = op.value("round_mode") or isa.ROUND_MODES[0]
+    if to not in isa.CAST_TO or mode not in isa.ROUND_MODES or len(op.operands) != 1:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    requant = isa.RequantBlock(round_mode=isa.ROUND_MODES.index(mode))
+    block = isa.CvtBlock(requant, isa.CVT_CAST, isa.CAST_TO.index(to))
+    kind = int(_int_only(op))
+    return [engine_command(isa.TIU_CVT, block, [inp], [out], layer_id, kind=kind)]
+
+
+@engine_rule(tpu.RequantIntOp, tpu.RequantIntAxisOp, tpu.DequantIntOp)
+def _rescale(op: Operation, layer_id: int) -> list[Command] | None:
+    """RequantInt / RequantIntAxis / DequantInt with one multiplier and
+    rshift: one TIU_CVT in rescale mode (lists per channel decline)."""
+    if len(op.operands) != 1 or (op.value("quant_mode") or "MultiplierShift") != "MultiplierShift":
+        return None
+    requant = requant_block(op, 1)
+    if requant is None:
+        return None
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if not inp.flags & TENSOR_QUANTIZED:
+        return None
+    per_op = int(not isinstance(op, tpu.RequantIntOp))
+    block = isa.CvtBlock(requant, isa.CVT_RESCALE, per_op)
+    return [engine_command(isa.TIU_CVT, block, [inp], [out], layer_id, kind=int(_int_only(op)))]
+
+
+# --- normalizations -----------------------------------------------------------------------------
+
+
+def _norm_block(op: Operation) -> isa.NormBlock | None:
+    nan = math.nan
+    if isinstance(op, tpu.SoftmaxOp):
+        return isa.NormBlock(
+            0, int(bool(op.value("log"))), int(op.value("axis")), 0, 0.0, 0.0, 0.0, nan
+        )
+    if isinstance(op, tpu.LayerNormOp):
+        return isa.NormBlock(1, 0, int(op.value("axis")), 0, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.InstanceNormOp):
+        return isa.NormBlock(2, 0, 0, 0, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.GroupNormOp):
+        groups = int(op.value("num_groups"))
+        return isa.NormBlock(3, 0, 0, groups, float(op.value("eps")), 0.0, 0.0, nan)
+    if isinstance(op, tpu.BatchNormOp):
+        relu = bool(op.value("do_relu"))
+        limit = op.value("relu_limit") if relu else None
+        limit = nan if limit is None else float(limit)
+        return isa.NormBlock(4, int(relu), 0, 0, float(op.value("epsilon")), 0.0, 0.0, limit)
+    if isinstance(op, tpu.LRNOp):
+        size, alpha = int(op.value("size")), float(op.value("alpha"))
+        beta, bias = float(op.value("beta")), float(op.value("bias"))
+        return isa.NormBlock(5, 0, 0, size, alpha, beta, bias, nan)
+    return None
+
+
+@engine_rule(
+    tpu.SoftmaxOp, tpu.LayerNormOp, tpu.InstanceNormOp, tpu.GroupNormOp, tpu.BatchNormOp, tpu.LRNOp
+)
+def _norm(op: Operation, layer_id: int) -> list[Command] | None:
+    """A float normalization: one TIU_NORM (`kind` 0)."""
+    if _int_only(op) or len(op.results) != 1:
+        return None
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    block = _norm_block(op)
+    if block is None or not _plain_float([*operands, out]):
+        return None
+    return [engine_command(isa.TIU_NORM, block, operands, [out], layer_id, kind=0)]
 
 
 def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:

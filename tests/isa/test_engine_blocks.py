@@ -86,6 +86,37 @@ VECTORS = [
         isa.SfuBlock(2, 1.0, -0.5),
         "02 00 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
     ),
+    (  # LayerNorm over axis -1, eps 1e-5 (0x3ee4f8b588e368f1)
+        isa.TIU_NORM,
+        isa.NormBlock(1, 0, -1, 0, 1e-5, 0.0, 0.0, 6.0),
+        "01 00 00 00 ff ff ff ff  00 00 00 00 00 00 00 00"
+        " f1 68 e3 88 b5 f8 e4 3e  00 00 00 00 00 00 00 00"
+        " 00 00 00 00 00 00 00 00  00 00 00 00 00 00 18 40",
+    ),
+    (  # cast to BF16 via F16, round half to even
+        isa.TIU_CVT,
+        isa.CvtBlock(isa.RequantBlock(round_mode=2, relu_limit=0.0), isa.CVT_CAST, 2),
+        "01 02 00 00 00 00 00 00  01 00 00 00 00 00 00 00"
+        " 02 00 01 00 00 00 00 00  00 00 00 00 00 00 00 00",
+    ),
+    (  # 0.5 - x, ReLU up to 6: the docs/isa.md vector
+        isa.TIU_FARITH,
+        isa.FarithBlock(1, 1, 0, isa.FARITH_CONST_REVERSED, 1, (), 0.5, 6.0),
+        "01 01 00 02 01 00 00 00" + " 00" * 32 + " 00 00 00 00 00 00 e0 3f 00 00 00 00 00 00 18 40",
+    ),
+    (  # Add of three inputs with coefficients, no ReLU
+        isa.TIU_FARITH,
+        isa.FarithBlock(0, 3, 3, 0, 0, (1.0, -1.0, 0.5), 0.0, 6.0),
+        "00 03 03 00 00 00 00 00"
+        " 00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 f0 bf"
+        " 00 00 00 00 00 00 e0 3f  00 00 00 00 00 00 00 00"
+        " 00 00 00 00 00 00 00 00  00 00 00 00 00 00 18 40",
+    ),
+    (  # Sigmoid with option log: the docs/isa.md vector
+        isa.TIU_SFU,
+        isa.SfuBlock(2, 1.0, -0.5, 1),
+        "02 01 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
+    ),
 ]
 
 
@@ -97,6 +128,17 @@ def test_block_bytes(opcode, block, text):
     assert len(data) == RECORD_BYTES  # one record, zero-padded
     assert data[: len(expected)] == expected and not any(data[len(expected) :])
     assert isa.decode_block(opcode, data) == block
+
+
+def test_sfu_unset_parameters_are_nan():
+    """GELU, tanh approximation, alpha and beta unset."""
+    data = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(8, math.nan, math.nan, 2))
+    assert data[:24] == hexbytes(
+        "08 02 00 00 00 00 00 00  00 00 00 00 00 00 f8 7f  00 00 00 00 00 00 f8 7f"
+    )
+    back = isa.decode_block(isa.TIU_SFU, data)
+    assert (back.function, back.option) == (8, 2) and math.isnan(back.alpha)
+    assert isa.SFU_FUNCTIONS[8] == "GELU" and isa.SFU_OPTIONS[2] == "tanh"
 
 
 def test_requant_defaults_round_trip_nan_limit():
@@ -116,6 +158,11 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_CONV, b"", "parameter block of 0 bytes"),
         (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
+        (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
+        (isa.TIU_FARITH, bytes([8]) + bytes(127), "unknown FARITH op 8"),
+        (isa.TIU_NORM, bytes([6]) + bytes(127), "unknown NORM function code 6"),
+        (isa.TIU_CVT, bytes([1, 13]) + bytes(126), "unknown CVT mode 1 or cast target 13"),
+        (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
     ],
 )
 def test_bad_blocks(opcode, params, needle):
@@ -178,6 +225,8 @@ BLOCK_TITLES = {
     isa.TIU_LUT: "TIU_LUT block",
     isa.TIU_CVT: "TIU_CVT block",
     isa.TIU_SFU: "TIU_SFU block",
+    isa.TIU_FARITH: "TIU_FARITH block",
+    isa.TIU_NORM: "TIU_NORM block",
 }
 
 

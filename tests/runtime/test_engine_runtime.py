@@ -27,7 +27,7 @@ from tpuc.isa.records import (
 )
 from tpuc.runtime import load_bmodel
 from tpuc.runtime.device import Device
-from tpuc.runtime.engine import EngineStep, element_of
+from tpuc.runtime.engine import CopyStep, EngineStep, element_of
 from tpuc.runtime.executable import make_step
 from tpuc.runtime.program import command_name
 from tpuc.tools import model_deploy
@@ -215,3 +215,250 @@ def test_max_pool_on_stored_values_with_fused_relu():
     make_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
     # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
     assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]
+
+
+# --- float activations on TIU_SFU ------------------------------------------------------------
+
+
+def sfu_model(path) -> None:
+    """A conv feeding float activations (mirrored ops and tpu.Active modes)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype("f4") * 0.3, "W")
+    m = numpy_helper.from_array(rng.standard_normal((6, 6)).astype("f4") * 0.3, "M")
+    node = helper.make_node
+    acts = [
+        node("Sigmoid", ["c"], ["a1"]),
+        node("LeakyRelu", ["c"], ["a2"], alpha=0.2),
+        node("Elu", ["c"], ["a3"], alpha=0.7),
+        node("HardSigmoid", ["c"], ["a4"], alpha=0.25, beta=0.4),
+        node("Tanh", ["c"], ["a5"]),
+        node("Exp", ["a5"], ["a6"]),
+        node("Softplus", ["c"], ["a7"]),
+        node("Relu", ["c"], ["a8"]),
+        node("Abs", ["c"], ["a9"]),
+    ]
+    sums = [node("Add", [f"a{2 * i + 1}", f"a{2 * i + 2}"], [f"s{i}"]) for i in range(4)]
+    nodes = [
+        node("BatchNormalization", ["x", "bn_s", "bn_b", "bn_m", "bn_v"], ["xb"]),
+        node("Conv", ["xb", "W"], ["c"], pads=[1, 1, 1, 1]),
+        *acts,
+        *sums,
+        node("MatMul", ["a9", "M"], ["mm"]),
+        node("Div", ["s0", "s1"], ["d"]),
+        node("Max", ["d", "s2"], ["mx"]),
+        node("Sub", ["half", "mx"], ["k"]),
+        node("AveragePool", ["k"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+        node("MaxPool", ["ap"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]),
+        node("Softmax", ["mp"], ["sm0"], axis=-1),
+        node("Resize", ["sm0", "", "scales"], ["up"], mode="nearest"),
+        node("MaxPool", ["up"], ["sm"], kernel_shape=[2, 3], strides=[2, 3]),
+        node("LayerNormalization", ["sm", "g", "bt"], ["ln"], axis=-1, epsilon=1e-5),
+        node("Concat", ["s0", "s1", "s2", "s3", "mm", "ln"], ["cat"], axis=1),
+        node("Relu", ["cat"], ["y"]),  # fused into the concat
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sfu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 6, 6])],
+        [
+            w,
+            m,
+            numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+            numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales"),
+            numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "g"),
+            numpy_helper.from_array(rng.standard_normal(6).astype("f4"), "bt"),
+            *(
+                numpy_helper.from_array(v.astype("f4"), n)
+                for n, v in [
+                    ("bn_s", rng.standard_normal(4)),
+                    ("bn_b", rng.standard_normal(4)),
+                    ("bn_m", rng.standard_normal(4)),
+                    ("bn_v", rng.uniform(0.5, 2.0, 4)),
+                ]
+            ),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, path)
+
+
+@pytest.fixture(scope="module")
+def sfu_mlir(tmp_path_factory):
+    from tpuc.tools import model_transform
+
+    work = tmp_path_factory.mktemp("sfu")
+    sfu_model(work / "sfu.onnx")
+    x = np.random.default_rng(5).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.savez(work / "in.npz", x=x)
+    argv = ["--model_name", "sfu", "--model_def", str(work / "sfu.onnx")]
+    argv += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "sfu.mlir")]
+    assert model_transform.run(argv) == 0
+    return work
+
+
+def _interpreter_unary(op):
+    """The Unary record the TPU interpreter's float kernel runs for `op`."""
+    from tpuc.dialects import tpu
+    from tpuc.interp.kernels.registry import LIBRARY
+
+    if isinstance(op, tpu.ConcatOp):  # its fused ReLU, per input
+        from tpuc.kernels.activation import Unary
+
+        limit = op.value("relu_limit")
+        return Unary("Relu", None if limit is None else float(limit))
+    if isinstance(op, tpu.ActiveOp):
+        source = tpu.ACTIVE_MODES[op.value("mode")]
+    else:
+        source = {v: k for k, v in tpu.MIRRORS.items()}[type(op)]
+    build, _ = LIBRARY[source]
+    return build(op)
+
+
+def _interpreter_float_record(op):
+    """The record the TPU interpreter's float conv/matmul/arith/pool kernel runs (the TOP one's)."""
+    from tpuc.dialects import top, tpu
+    from tpuc.interp.kernels.registry import LIBRARY
+
+    if isinstance(op, tpu.CastOp):
+        from tpuc.interp.tpu_kernels.cast_ops import cast_params
+
+        return cast_params(op)
+    if isinstance(op, tpu.Pool2DOp):
+        source = {"Max": top.MaxPoolOp, "Avg": top.AvgPoolOp}[op.value("pool_mode")]
+    else:
+        source = {v: k for k, v in tpu.MIRRORS.items()}[type(op)]
+    build, _ = LIBRARY[source]
+    return build(op)
+
+
+@pytest.mark.parametrize("chip, mode", [("bm1684x", "F16"), ("bm1684x", "F32"), ("cv183x", "BF16")])
+def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
+    from tpuc.ir import body_ops, main_function
+    from tpuc.module_io import load_module
+
+    argv = ["--mlir", str(sfu_mlir / "sfu.mlir"), "--chip", chip, "--quantize", mode]
+    argv += ["--test_input", str(sfu_mlir / "sfu_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "sfu.bmodel")]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    final = next(tmp_path.glob(f"sfu_{chip}_{mode.lower()}_tpu.mlir"))
+    module, _ = load_module(final)
+    ops = {
+        n[0]: op
+        for op in body_ops(main_function(module).body.block)
+        if (n := getattr(op, "names", None))
+    }
+    location = next(tmp_path.glob(f"sfu_{chip}_{mode.lower()}_tensor_location.json"))
+    rows = json.loads(location.read_text())["tensors"]
+    names = {row["layer_id"]: row["name"] for row in rows}
+    program = load_bmodel(tmp_path / "sfu.bmodel")
+    functions = Counter()
+    for _, steps in program.subnets:
+        for step in steps:
+            assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
+            if isinstance(step, CopyStep):
+                functions["copies"] += 1
+            elif step.name == "TIU_SFU":
+                assert step.command.header.kind == 0
+                op = ops[names[step.command.header.layer_id]]
+                assert step.record == _interpreter_unary(op), op.name
+                functions[step.record.kind] += 1
+            elif isinstance(step, EngineStep):  # the float conv, matmul, arithmetic and pools
+                assert step.command.header.kind == 0
+                op = ops[names[step.command.header.layer_id]]
+                expected = _interpreter_float_record(op)
+                if step.name == "TIU_CONV":
+                    kernel = step.command.operands[1].shape[2:]
+                    assert step.record.geometry(kernel) == expected.geometry(kernel)
+                    assert step.record.relu == expected.relu
+                else:
+                    assert step.record == expected, op.name
+                functions[step.name] += 1
+    # every activation of the model: 9 (Relu, LeakyRelu, Sigmoid, Elu, HardSigmoid and
+    # the Active modes Tanh, Exp, Softplus, Abs), the conv and the matmul
+    assert functions.pop("TIU_CONV") == 1 and functions.pop("TIU_MATMUL") == 1, functions
+    # the input BatchNorm as a Scale, four Adds, the Div, the Max and the reversed
+    # SubConst; the three pools
+    assert functions.pop("TIU_FARITH") == 8 and functions.pop("TIU_POOL") == 3, functions
+    # the softmax and the layer norm; the input and output casts (F16, BF16)
+    assert functions.pop("TIU_NORM") == 2, functions
+    # the nearest Resize (tpu.Upsample: one stride-0 copy); the concat with its fused
+    # ReLU is one SFU Relu per input
+    assert functions.pop("copies") == 1 and functions.pop("Relu") == 7, functions
+    assert functions.pop("TIU_CVT", 0) == (0 if mode == "F32" else 2), functions
+    assert sum(functions.values()) == 8, functions
+
+
+def test_sfu_rounds_to_the_result_type():
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0:16] = np.array([0.0, 1.0, -2.0, 0.1], np.float32).view(np.uint8)
+    out = TensorRecord(START + 64, "f16", (1, 4))
+    params = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0))
+    step = make_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
+    assert step.record.kind == "Exp"
+    step.run()
+    expected = np.exp(np.array([0.0, 1.0, -2.0, 0.1], np.float32)).astype(np.float16)
+    assert np.array_equal(region.bytes[64:72].view(np.float16), expected)
+
+
+# --- RequantInt / RequantIntAxis / DequantInt on TIU_CVT (rescale mode) ----------------------
+
+
+@pytest.mark.parametrize(
+    "cls, out, attrs",
+    [
+        ("RequantIntOp", ("u8", 0.5, 7), dict(multiplier=[5], rshift=[1])),
+        ("RequantIntOp", ("i8", 1.0, 0), dict(multiplier=[3], rshift=[2], round_mode="HalfToEven")),
+        ("RequantIntAxisOp", ("i8", 1.0, -1), dict(multiplier=[9], rshift=[3], do_relu=True)),
+        ("DequantIntOp", None, dict(multiplier=[7], rshift=[4])),
+    ],
+)
+def test_rescale_commands_equal_the_interpreter(cls, out, attrs):
+    from xdsl.dialects.builtin import TensorType, f32
+
+    from tpuc.dialects import top, tpu
+    from tpuc.dialects.quant import UniformQuantizedType
+    from tpuc.interp.tpu_kernels import TPU_KERNELS
+    from tpuc.interp.tpu_kernels.cast_ops import rescale_params
+    from tpuc.ir import kind_of
+    from tpuc.passes.address_assign import set_address
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    op_class = getattr(tpu, cls)
+    x = np.array([-128, -7, -1, 0, 1, 5, 100, 127], np.int8)
+    in_type = UniformQuantizedType("i8", 0.25, -3)
+    out_type = f32 if out is None else UniformQuantizedType(*out)
+    source = top.WeightOp.make([], "x", result_types=[TensorType(in_type, [1, 8])]).output
+    op = op_class.make([source], "y", attrs, result_types=[TensorType(out_type, [1, 8])])
+    set_address(op.operands[0], START)
+    set_address(op.results[0], START + 64)
+    (cmd,) = engine_commands(op, 0)
+    assert cmd.header.opcode == isa.TIU_CVT
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0:8] = x.view(np.uint8)
+    step = make_step(cmd, dev, "x")
+    assert step.record == rescale_params(op)
+    step.run()
+    dtype = np.dtype({None: "float32", "i8": "int8", "u8": "uint8"}[out and out[0]])
+    got = region.bytes[64 : 64 + 8 * dtype.itemsize].view(dtype).astype(np.float32)
+    expected = TPU_KERNELS[(op_class, kind_of(op))](op, [x.astype(np.float32).reshape(1, 8)])
+    np.testing.assert_array_equal(got, expected.reshape(-1))
+
+
+def test_rescale_lists_per_channel_decline():
+    from xdsl.dialects.builtin import TensorType
+
+    from tpuc.dialects import top, tpu
+    from tpuc.dialects.quant import UniformQuantizedType
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    q = UniformQuantizedType("i8", 1.0, 0)
+    source = top.WeightOp.make([], "x", result_types=[TensorType(q, [1, 2, 2])]).output
+    attrs = dict(multiplier=[1, 3], rshift=[0, 1])
+    op = tpu.RequantIntAxisOp.make([source], "y", attrs, result_types=[TensorType(q, [1, 2, 2])])
+    assert engine_commands(op, 0) is None  # per-channel lists stay transitional

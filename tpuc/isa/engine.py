@@ -28,7 +28,9 @@ TIU_POOL = 0x203  # window pooling (avg)
 TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
 TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
-TIU_SFU = 0x207  # float special functions (defined; not emitted yet)
+TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
+TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
+TIU_NORM = 0x209  # float normalizations over axes: softmax, layer/instance/group/batch norm, LRN
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
@@ -44,6 +46,8 @@ ENGINE_OPCODES: dict[str, int] = {
     "TIU_LUT": TIU_LUT,
     "TIU_CVT": TIU_CVT,
     "TIU_SFU": TIU_SFU,
+    "TIU_FARITH": TIU_FARITH,
+    "TIU_NORM": TIU_NORM,
     "GDMA_MOVE": GDMA_MOVE,
     "GDMA_LOAD": GDMA_LOAD,
     "GDMA_STORE": GDMA_STORE,
@@ -58,8 +62,28 @@ GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("G
 CONV_NORMAL, CONV_DEPTHWISE, CONV_TRANSPOSED = 0, 1, 2
 ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
 ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
+FARITH_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow", "Scale")
+"""TIU_FARITH op codes (index = code; append only)."""
+FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
 POOL_AVG, POOL_MAX = 0, 1
+CVT_REQUANT, CVT_CAST, CVT_RESCALE = 0, 1, 2
+CAST_TO = (
+    "", "F32", "F16", "BF16", "BOOL", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32",
+    "INT64", "UINT64",
+)  # fmt: skip
+"""TIU_CVT cast `to` codes (index = code; "" : none): TOP Cast's conversion target."""
+NORM_FUNCTIONS = ("Softmax", "LayerNorm", "InstanceNorm", "GroupNorm", "BatchNorm", "LRN")
+"""TIU_NORM function codes (index = code; append only)."""
 REDUCE_SUM, REDUCE_MEAN = 0, 1
+SFU_FUNCTIONS = (
+    "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
+    "Relu", "LeakyRelu", "GELU", "HardSigmoid", "Elu", "Pow", "Clip", "Not",
+    "SiLU", "HardSwish", "Mish", "Softplus", "Sqrt", "Erf", "Abs", "Floor", "Ceil", "Round",
+    "Sin", "Cos", "Sign",
+)  # fmt: skip
+"""TIU_SFU function codes (index = code; append only): `tpuc.kernels.activation` kinds."""
+SFU_OPTIONS = ("", "log", "tanh", "normal")
+"""TIU_SFU option codes (index = code): the `Unary.option` strings."""
 ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
 """Requant round mode codes (index = code); tpuc.numerics.ROUND_MODES' names."""
 
@@ -141,6 +165,7 @@ class PoolBlock:
     strides: tuple[int, ...]
     pads: tuple[int, ...]  # begins then ends
     requant: RequantBlock
+    count_include_pad: int = 0  # float avg: the padding counts in the divisor
 
 
 @dataclass(frozen=True)
@@ -162,17 +187,58 @@ class LutBlock:
 
 @dataclass(frozen=True)
 class CvtBlock:
-    """out = saturate(ReLU(requant(in − Z_in) + Z_out)) into the result (a
-    plain copy when multiplier 1, rshift 0 and Z_in = Z_out)."""
+    """mode CVT_REQUANT / CVT_RESCALE: out = saturate(ReLU(requant(in − Z_in) + Z_out))
+    into the result (a plain copy when multiplier 1, rshift 0 and Z_in =
+    Z_out). mode CVT_CAST: the result's element from the input's through
+    the real value (`to`: a CAST_TO conversion first), rounded by the
+    requant sub-block's round mode."""
 
     requant: RequantBlock
+    mode: int = CVT_REQUANT
+    to: int = 0  # index into CAST_TO; CVT_RESCALE: 1 per-channel op (RequantIntAxis, DequantInt)
+
+
+@dataclass(frozen=True)
+class NormBlock:
+    """A float normalization (NORM_FUNCTIONS[function]) over `axis`, then
+    rounding to the result type; unused fields 0."""
+
+    function: int
+    flags: int  # bit 0: Softmax log / BatchNorm fused ReLU
+    axis: int
+    count: int  # GroupNorm groups, LRN size
+    eps: float  # eps; LRN alpha
+    beta: float  # LRN beta
+    bias: float  # LRN bias
+    relu_limit: float  # BatchNorm fused ReLU limit; NaN: none
 
 
 @dataclass(frozen=True)
 class SfuBlock:
-    function: int  # reserved numbering: 0 exp, 1 log, 2 sigmoid, 3 tanh, 4 rsqrt, 5 reciprocal
+    """out = round(f(in)) in float32, rounded to the result's float type.
+    `alpha`/`beta` NaN: the parameter is unset (None in `Unary`)."""
+
+    function: int  # index into SFU_FUNCTIONS
     alpha: float
     beta: float
+    option: int = 0  # index into SFU_OPTIONS
+
+
+@dataclass(frozen=True)
+class FarithBlock:
+    """Float elementwise arithmetic (float32, then rounding to the result
+    type): the inputs folded left to right by `op` (Add: input i scaled by
+    coeff[i] when any is not 1), or, in a const form, input `op` const_val
+    (reversed: const_val `op` input). `relu_limit` NaN: no limit."""
+
+    op: int  # index into FARITH_OPS
+    n_inputs: int
+    n_coeff: int
+    form: int  # FARITH_TENSORS / FARITH_CONST / FARITH_CONST_REVERSED
+    relu: int
+    coeff: tuple[float, ...]
+    const_val: float
+    relu_limit: float
 
 
 @dataclass(frozen=True)
@@ -221,7 +287,7 @@ BLOCKS: dict[int, Layout] = {
         True,
     ),
     TIU_POOL: Layout(
-        struct.Struct(f"<BBBBB3x{S}I{S}I{2 * S}I"),
+        struct.Struct(f"<BBBBBB2x{S}I{S}I{2 * S}I"),
         PoolBlock,
         (
             "mode",
@@ -229,6 +295,7 @@ BLOCKS: dict[int, Layout] = {
             "n_kernel",
             "n_strides",
             "n_pads",
+            "count_include_pad",
             ("kernel", S),
             ("strides", S),
             ("pads", 2 * S),
@@ -242,8 +309,31 @@ BLOCKS: dict[int, Layout] = {
         True,
     ),
     TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
-    TIU_CVT: Layout(struct.Struct("<8x"), CvtBlock, (), True),
-    TIU_SFU: Layout(struct.Struct("<B7xdd"), SfuBlock, ("function", "alpha", "beta"), False),
+    TIU_CVT: Layout(struct.Struct("<BB6x"), CvtBlock, ("mode", "to"), True),
+    TIU_SFU: Layout(
+        struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
+    ),
+    TIU_FARITH: Layout(
+        struct.Struct(f"<BBBBB3x{MAX_INPUTS}ddd"),
+        FarithBlock,
+        (
+            "op",
+            "n_inputs",
+            "n_coeff",
+            "form",
+            "relu",
+            ("coeff", MAX_INPUTS),
+            "const_val",
+            "relu_limit",
+        ),
+        False,
+    ),
+    TIU_NORM: Layout(
+        struct.Struct("<BB2xii4xdddd"),
+        NormBlock,
+        ("function", "flags", "axis", "count", "eps", "beta", "bias", "relu_limit"),
+        False,
+    ),
 }
 """opcode -> its parameter block (GDMA commands have none)."""
 
@@ -259,6 +349,7 @@ COUNTS = {
     ("strides", PoolBlock): "n_strides",
     ("pads", PoolBlock): "n_pads",
     ("axes", ReduceBlock): "n_axes",
+    ("coeff", FarithBlock): "n_coeff",
 }
 """Array field -> the field holding how many of its slots are used (the rest are 0)."""
 
@@ -328,4 +419,17 @@ def decode_block(opcode: int, params: bytes):
         fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
         if fields["requant"].round_mode >= len(ROUND_MODES):
             raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
+    if layout.cls is FarithBlock and (
+        fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
+    ):
+        raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
+    if layout.cls is CvtBlock and (fields["mode"] > CVT_RESCALE or fields["to"] >= len(CAST_TO)):
+        raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
+    if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
+        raise BlockError(f"unknown NORM function code {fields['function']}")
+    if layout.cls is SfuBlock:
+        if fields["function"] >= len(SFU_FUNCTIONS):
+            raise BlockError(f"unknown SFU function code {fields['function']}")
+        if fields["option"] >= len(SFU_OPTIONS):
+            raise BlockError(f"unknown SFU option code {fields['option']}")
     return layout.cls(**fields)

@@ -110,6 +110,8 @@ ENGINE_UNITS: dict[int, Unit] = {
     isa.TIU_LUT: Unit.LUT,
     isa.TIU_CVT: Unit.CONVERT,
     isa.TIU_SFU: Unit.SFU,
+    isa.TIU_FARITH: Unit.ARITH,
+    isa.TIU_NORM: Unit.SFU,
 }
 """Engine-level TIU opcode -> its unit class (docs/isa.md)."""
 
@@ -138,6 +140,8 @@ def engine_task(cmd: Command) -> Task:
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
     if code == isa.TIU_REDUCE:
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))
+    if code == isa.TIU_FARITH and isa.FARITH_OPS[block.op] in ("Div", "Pow"):
+        unit = Unit.SFU  # division and power go through the special-function unit
     tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
     return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
 

@@ -2,7 +2,7 @@
 
 A TIU engine command's parameter block and tensor records become the
 library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
-`Reduce`, each with its `Requant`; `Lut`) once, when the bmodel is loaded; running
+`Reduce`, each with its `Requant`; `Lut`; `Unary`) once, when the bmodel is loaded; running
 the step reads the operands from device memory, calls `tpuc.kernels`, and
 writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
 copies. This module imports no dialect, pass or interpreter (an import
@@ -21,14 +21,18 @@ from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
-from tpuc.kernels import arith, sums
+from tpuc.kernels import arith, float_conv, norm, pooling, sums
+from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
+from tpuc.kernels import elementwise as ew
+from tpuc.kernels.activation import Unary, unary
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import Relu, Requant
+from tpuc.kernels.rounding import round_float
 from tpuc.runtime.device import Device, Region
 
 Bound = tuple[TensorRecord, Region]
@@ -170,7 +174,42 @@ class EngineStep(Step):
             return requant_of(block, out, m, r)
         return requant_of(block, out)
 
+    @property
+    def is_float(self) -> bool:
+        """`kind` 0: float32 arithmetic, then rounding to the result type."""
+        return self.command.header.kind == 0
+
+    def _rounded(self, kernel: Kernel) -> Kernel:
+        """The float TPU kernel: `kernel`, then rounding to the result's type."""
+        element = element_of(self.command.results[0])
+
+        def run(p, *args):
+            return round_float(kernel(p, *args), element)
+
+        return run
+
+    @staticmethod
+    def _float_relu(block: isa.RequantBlock) -> Relu:
+        if not block.relu:
+            return Relu()
+        return Relu(True, None if math.isnan(block.relu_limit) else block.relu_limit)
+
+    def _float_conv(self, b: isa.ConvBlock):
+        attrs = float_conv.ConvAttrs(
+            b.strides,
+            b.dilations,
+            b.pad_begins + b.pad_ends,
+            b.group,
+            self._float_relu(b.requant),
+        )
+        if b.mode == isa.CONV_TRANSPOSED:
+            return float_conv.Deconv(attrs, b.output_padding), self._rounded(float_conv.deconv)
+        return attrs, self._rounded(float_conv.conv)
+
     def _conv(self, b: isa.ConvBlock):
+        if self.is_float:
+            record, kernel = self._float_conv(b)
+            return record, kernel, (0, 1, 2)
         ops = self.command.operands
         geometry = ConvGeometry(b.kernel, b.strides, b.dilations, b.pad_begins, b.pad_ends, b.group)
         record = conv_lib.Conv(
@@ -180,6 +219,9 @@ class EngineStep(Step):
         return record, kernel, (0, 1, 2)
 
     def _matmul(self, b: isa.MatMulBlock):
+        if self.is_float:
+            record = float_conv.MatMul(bool(b.right_transpose), self._float_relu(b.requant))
+            return record, self._rounded(float_conv.matmul), (0, 1, 2)
         ops = self.command.operands
         record = MatMul(
             element_of(ops[0]),
@@ -200,6 +242,20 @@ class EngineStep(Step):
         return record, kernel, tuple(range(len(inputs)))
 
     def _cvt(self, b: isa.CvtBlock):
+        if b.mode == isa.CVT_RESCALE:
+            record = cast_lib.Rescale(
+                element_of(self.command.operands[0]), self._requant(b.requant), bool(b.to)
+            )
+            return record, cast_lib.rescale, (0,)
+        if b.mode == isa.CVT_CAST:
+            ops, results = self.command.operands, self.command.results
+            record = cast_lib.Cast(
+                element_of(ops[0]),
+                element_of(results[0]),
+                isa.CAST_TO[b.to] or None,
+                isa.ROUND_MODES[b.requant.round_mode],
+            )
+            return record, cast_lib.cast, (0,)
         requant = self._requant(b.requant)
         r = requant.multiplier, requant.rshift
         record = arith.Concat((element_of(self.command.operands[0]),), *r, 0, requant)
@@ -209,6 +265,17 @@ class EngineStep(Step):
         kernels = {isa.POOL_AVG: sums.avg_pool, isa.POOL_MAX: max_pool}
         if b.mode not in kernels:
             raise ValueError(f"pool mode {b.mode}")
+        if self.is_float:
+            record = pooling.Pooling(
+                b.kernel,
+                b.strides,
+                b.pads,
+                bool(b.ceil_mode),
+                bool(b.count_include_pad),
+                self._float_relu(b.requant),
+            )
+            kernel = pooling.max_pool if b.mode == isa.POOL_MAX else pooling.avg_pool
+            return record, self._rounded(kernel), (0,)
         record = sums.Pool(
             b.kernel,
             b.strides,
@@ -233,6 +300,52 @@ class EngineStep(Step):
             )
         return Lut(element_of(x), element_of(self.command.results[0])), lut, (0, 1)
 
+    def _farith(self, b: isa.FarithBlock):
+        kind = isa.FARITH_OPS[b.op]
+        if len(self.command.operands) != b.n_inputs:
+            raise ValueError(f"{len(self.command.operands)} operands for {b.n_inputs} inputs")
+        relu = Relu()
+        if b.relu:
+            relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
+        if b.form != isa.FARITH_TENSORS:
+            reverse = b.form == isa.FARITH_CONST_REVERSED
+            record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
+        elif kind == "Scale":
+            record, kernel = ew.Scale(relu), ew.scale
+        elif kind in ew.FOLDS:
+            record, kernel = ew.Fold(kind, relu, b.coeff), ew.fold
+        else:
+            record, kernel = ew.Binary(kind, relu), ew.binary
+        return record, self._rounded(kernel), tuple(range(b.n_inputs))
+
+    def _norm(self, b: isa.NormBlock):
+        kind = isa.NORM_FUNCTIONS[b.function]
+        if kind == "Softmax":
+            record, kernel = norm.Softmax(b.axis, bool(b.flags & 1)), norm.softmax
+        elif kind == "LayerNorm":
+            record, kernel = norm.LayerNorm(b.axis, b.eps), norm.layer_norm
+        elif kind == "InstanceNorm":
+            record, kernel = norm.InstanceNorm(b.eps), norm.instance_norm
+        elif kind == "GroupNorm":
+            record, kernel = norm.GroupNorm(b.count, b.eps), norm.group_norm
+        elif kind == "BatchNorm":
+            relu = Relu()
+            if b.flags & 1:
+                relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
+            record, kernel = norm.BatchNorm(b.eps, relu), norm.batch_norm
+        else:
+            record, kernel = norm.LRN(b.count, b.eps, b.beta, b.bias), norm.lrn
+        return record, self._rounded(kernel), tuple(range(len(self.command.operands)))
+
+    def _sfu(self, b: isa.SfuBlock):
+        def unset(value: float) -> float | None:
+            return None if math.isnan(value) else value
+
+        record = Unary(
+            isa.SFU_FUNCTIONS[b.function], unset(b.alpha), unset(b.beta), isa.SFU_OPTIONS[b.option]
+        )
+        return record, self._rounded(unary), (0,)
+
 
 BUILDERS: dict[int, Callable] = {
     isa.TIU_LUT: EngineStep._lut,
@@ -242,6 +355,9 @@ BUILDERS: dict[int, Callable] = {
     isa.TIU_CVT: EngineStep._cvt,
     isa.TIU_POOL: EngineStep._pool,
     isa.TIU_REDUCE: EngineStep._reduce,
+    isa.TIU_SFU: EngineStep._sfu,
+    isa.TIU_FARITH: EngineStep._farith,
+    isa.TIU_NORM: EngineStep._norm,
 }
 """TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
 
