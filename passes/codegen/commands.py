@@ -268,6 +268,55 @@ def _upsample(op: Operation, layer_id: int) -> list[Command] | None:
     return [copy_command(source, target, layer_id)]
 
 
+def _leading_ones(src: TensorRecord, rank: int) -> tuple[list[int], list[int]]:
+    """`src`'s shape and element strides with size-1 axes prepended up to `rank`."""
+    pad = rank - len(src.shape)
+    return [1] * pad + list(src.shape), [0] * pad + list(src.element_strides())
+
+
+@copy_rule(tpu.TileOp)
+def _tile(op: Operation, layer_id: int) -> list[Command] | None:
+    """np.tile: one copy of shape (…, r_i, d_i, …) over the repeated axes, the
+    source read with stride 0 on each repeat axis (as Upsample)."""
+    if not (_same_type(op) and _plain(op)):
+        return None
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    reps = [int(r) for r in op.value("tile")]
+    rank = max(len(reps), len(src.shape))
+    reps = [1] * (rank - len(reps)) + reps
+    dims, strides = _leading_ones(src, rank)
+    if tuple(dst.shape) != tuple(d * r for d, r in zip(dims, reps, strict=True)):
+        return None
+    shape, source = [], []
+    for d, r, st in zip(dims, reps, strides, strict=True):
+        if r != 1:
+            shape.append(r)
+            source.append(0)
+        shape.append(d)
+        source.append(st)
+    if len(shape) > MAX_RANK:
+        return None
+    view = _view(src, shape, source, 0)
+    target = _view(dst, shape, contiguous_strides(shape), 0)
+    return [copy_command(view, target, layer_id)]
+
+
+@copy_rule(tpu.ExpandOp)
+def _expand(op: Operation, layer_id: int) -> list[Command] | None:
+    """Broadcast: one copy to the output, the source read with stride 0 on
+    each axis it broadcasts."""
+    if not (_same_type(op) and _plain(op)):
+        return None
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if len(src.shape) > len(dst.shape):
+        return None
+    dims, strides = _leading_ones(src, len(dst.shape))
+    if any(d not in (1, o) for d, o in zip(dims, dst.shape, strict=True)):
+        return None
+    source = [0 if d == 1 else st for d, st in zip(dims, strides, strict=True)]
+    return [copy_command(_view(src, dst.shape, source, 0), dst, layer_id)]
+
+
 @copy_rule(tpu.SplitOp)
 def _split(op: Operation, layer_id: int) -> list[Command] | None:
     if not _same_type(op):

@@ -462,3 +462,91 @@ def test_rescale_lists_per_channel_decline():
     attrs = dict(multiplier=[1, 3], rshift=[0, 1])
     op = tpu.RequantIntAxisOp.make([source], "y", attrs, result_types=[TensorType(q, [1, 2, 2])])
     assert engine_commands(op, 0) is None  # per-channel lists stay transitional
+
+
+# --- Tile / Expand as one stride-0 GDMA copy ----------------------------------------------------
+
+
+def moves_model(path) -> None:
+    """A conv whose output is tiled and broadcast (tpu.Tile, tpu.Expand)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype("f4") * 0.3, "W")
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+        node("Tile", ["c", "reps"], ["t"]),
+        node("MaxPool", ["c"], ["r"], kernel_shape=[1, 4], strides=[1, 4]),
+        node("Expand", ["r", "shape"], ["e"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "moves",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [
+            helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 8, 4, 12]),
+            helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 4, 4, 5]),
+        ],
+        [
+            w,
+            numpy_helper.from_array(np.array([1, 2, 1, 3], np.int64), "reps"),
+            numpy_helper.from_array(np.array([2, 1, 1, 5], np.int64), "shape"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, path)
+
+
+@pytest.fixture(scope="module")
+def moves_mlir(tmp_path_factory):
+    from tpuc.tools import model_transform, run_calibration
+
+    work = tmp_path_factory.mktemp("moves")
+    moves_model(work / "moves.onnx")
+    rng = np.random.default_rng(9)
+    np.savez(work / "in.npz", x=rng.standard_normal((1, 3, 4, 4)).astype(np.float32))
+    samples = work / "samples"
+    samples.mkdir()
+    for i in range(4):
+        np.save(samples / f"s{i}.npy", rng.standard_normal((1, 3, 4, 4)).astype(np.float32))
+    argv = ["--model_name", "moves", "--model_def", str(work / "moves.onnx")]
+    argv += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "moves.mlir")]
+    assert model_transform.run(argv) == 0
+    table = str(work / "moves_cali_table")
+    assert (
+        run_calibration.run([str(work / "moves.mlir"), "--dataset", str(samples), "-o", table]) == 0
+    )
+    return work
+
+
+@pytest.mark.parametrize("mode", ["INT8", "F16"])
+def test_tile_and_expand_are_stride0_copies_bit_exact(moves_mlir, tmp_path, mode):
+    from tpuc.dialects import tpu
+    from tpuc.ir import body_ops, main_function
+    from tpuc.module_io import load_module
+
+    argv = ["--mlir", str(moves_mlir / "moves.mlir"), "--chip", "bm1684x", "--quantize", mode]
+    argv += ["--test_input", str(moves_mlir / "moves_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "moves.bmodel")]
+    if mode == "INT8":
+        argv += ["--calibration_table", str(moves_mlir / "moves_cali_table")]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    module, _ = load_module(next(tmp_path.glob("moves_*_tpu.mlir")))
+    ops = {
+        n[0]: op
+        for op in body_ops(main_function(module).body.block)
+        if (n := getattr(op, "names", None))
+    }
+    rows = json.loads(next(tmp_path.glob("moves_*_tensor_location.json")).read_text())["tensors"]
+    names = {row["layer_id"]: row["name"] for row in rows}
+    moved = Counter()
+    program = load_bmodel(tmp_path / "moves.bmodel")
+    for _, steps in program.subnets:
+        for step in steps:
+            assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
+            if isinstance(step, CopyStep):
+                op = ops[names[step.command.header.layer_id]]
+                moved[type(op).__name__] += 1
+    assert moved[tpu.TileOp.__name__] == 1 and moved[tpu.ExpandOp.__name__] == 1, moved
