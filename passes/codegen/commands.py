@@ -10,6 +10,7 @@ place emit nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from xdsl.ir import Operation, SSAValue
@@ -315,6 +316,39 @@ def _expand(op: Operation, layer_id: int) -> list[Command] | None:
         return None
     source = [0 if d == 1 else st for d, st in zip(dims, strides, strict=True)]
     return [copy_command(_view(src, dst.shape, source, 0), dst, layer_id)]
+
+
+@copy_rule(tpu.Depth2SpaceOp)
+def _depth2space(op: Operation, layer_id: int) -> list[Command] | None:
+    """DepthToSpace / SpaceToDepth is a reshape, a transpose and a reshape:
+    one copy of the transposed 6-D shape, the source the input's 6-D
+    contiguous strides permuted, the destination the output viewed in it."""
+    if not _same_type(op):
+        return None
+    src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if len(src.shape) != 4 or tuple(src.element_strides()) != contiguous_strides(src.shape):
+        return None
+    bh, bw = int(op.value("block_h")), int(op.value("block_w"))
+    crd, inversed = bool(op.value("is_CRD")), bool(op.value("is_inversed"))
+    n, c, h, w = src.shape
+    if inversed:
+        if h % bh or w % bw:
+            return None
+        split = (n, c, h // bh, bh, w // bw, bw)
+        order = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
+    else:
+        if c % (bh * bw):
+            return None
+        oc = c // (bh * bw)
+        split = (n, oc, bh, bw, h, w) if crd else (n, bh, bw, oc, h, w)
+        order = (0, 1, 4, 2, 5, 3) if crd else (0, 3, 4, 1, 5, 2)
+    strides = contiguous_strides(split)
+    shape = tuple(split[o] for o in order)
+    if math.prod(shape) != math.prod(dst.shape):
+        return None
+    view = _view(src, shape, [strides[o] for o in order], 0)
+    target = _view(dst, shape, contiguous_strides(shape), 0)
+    return [copy_command(view, target, layer_id)]
 
 
 @copy_rule(tpu.SplitOp)

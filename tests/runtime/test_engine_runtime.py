@@ -464,11 +464,12 @@ def test_rescale_lists_per_channel_decline():
     assert engine_commands(op, 0) is None  # per-channel lists stay transitional
 
 
-# --- Tile / Expand as one stride-0 GDMA copy ----------------------------------------------------
+# --- Tile / Expand / Depth2Space as one strided GDMA copy ---------------------------------
 
 
 def moves_model(path) -> None:
-    """A conv whose output is tiled and broadcast (tpu.Tile, tpu.Expand)."""
+    """A conv whose output is tiled, broadcast and rearranged (tpu.Tile,
+    tpu.Expand, tpu.Depth2Space both ways)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -480,6 +481,9 @@ def moves_model(path) -> None:
         node("Tile", ["c", "reps"], ["t"]),
         node("MaxPool", ["c"], ["r"], kernel_shape=[1, 4], strides=[1, 4]),
         node("Expand", ["r", "shape"], ["e"]),
+        node("DepthToSpace", ["c"], ["d"], blocksize=2),
+        node("DepthToSpace", ["c"], ["d2"], blocksize=2, mode="CRD"),
+        node("SpaceToDepth", ["c"], ["s"], blocksize=2),
     ]
     graph = helper.make_graph(
         nodes,
@@ -488,6 +492,9 @@ def moves_model(path) -> None:
         [
             helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 8, 4, 12]),
             helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 4, 4, 5]),
+            helper.make_tensor_value_info("d", TensorProto.FLOAT, [1, 1, 8, 8]),
+            helper.make_tensor_value_info("d2", TensorProto.FLOAT, [1, 1, 8, 8]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 16, 2, 2]),
         ],
         [
             w,
@@ -522,7 +529,7 @@ def moves_mlir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["INT8", "F16"])
-def test_tile_and_expand_are_stride0_copies_bit_exact(moves_mlir, tmp_path, mode):
+def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_path, mode):
     from tpuc.dialects import tpu
     from tpuc.ir import body_ops, main_function
     from tpuc.module_io import load_module
@@ -550,3 +557,4 @@ def test_tile_and_expand_are_stride0_copies_bit_exact(moves_mlir, tmp_path, mode
                 op = ops[names[step.command.header.layer_id]]
                 moved[type(op).__name__] += 1
     assert moved[tpu.TileOp.__name__] == 1 and moved[tpu.ExpandOp.__name__] == 1, moved
+    assert moved[tpu.Depth2SpaceOp.__name__] == 3, moved  # DCR, CRD and SpaceToDepth
