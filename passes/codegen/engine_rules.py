@@ -20,7 +20,7 @@ from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
-from tpuc.ir import kind_of
+from tpuc.ir import element_of, kind_of
 from tpuc.isa import engine as isa
 from tpuc.isa.records import (
     ENGINE_TIU,
@@ -438,6 +438,7 @@ def _pool(op: Operation, layer_id: int) -> list[Command] | None:
 
 
 REDUCE_MODES = {"ReduceSum": isa.REDUCE_SUM, "ReduceMean": isa.REDUCE_MEAN}
+STORED_REDUCE_MODES = {"ReduceMax": isa.REDUCE_MAX, "ReduceMin": isa.REDUCE_MIN}
 
 
 @engine_rule(tpu.ReduceOp)
@@ -445,6 +446,14 @@ def _reduce(op: Operation, layer_id: int) -> list[Command] | None:
     requant = requant_block(op, 1)
     mode = REDUCE_MODES.get(op.value("mode"))
     axes = _ints(op, "axes")
+    stored = STORED_REDUCE_MODES.get(op.value("mode"))
+    if stored is not None and _int_only(op) and len(axes) <= isa.MAX_AXES:
+        # max/min of stored values (input and result share one element
+        # type; the interpreter applies no requant and no ReLU)
+        if element_of(op.operands[0]) != element_of(op.results[0]):
+            return None
+        neutral = isa.RequantBlock(1, 0, 0, 0, 1, 0, math.nan)
+        mode, requant = stored, neutral
     if not _int_only(op) or mode is None or requant is None or len(axes) > isa.MAX_AXES:
         return None
     block = isa.ReduceBlock(mode, int(bool(op.value("keepdims"))), len(axes), tuple(axes), requant)

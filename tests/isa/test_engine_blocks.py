@@ -49,6 +49,11 @@ VECTORS = [
         isa.ReduceBlock(isa.REDUCE_MEAN, 1, 2, (2, -1), REQ),
         "01 01 02 00 00 00 00 00  02 ff 00 00 00 00 00 00" + REQ_BYTES,
     ),
+    (  # ReduceMin of stored values over axis 1, reduced axes dropped
+        isa.TIU_REDUCE,
+        isa.ReduceBlock(isa.REDUCE_MIN, 0, 1, (1,), REQ),
+        "03 00 01 00 00 00 00 00  01 00 00 00 00 00 00 00" + REQ_BYTES,
+    ),
     (
         isa.TIU_POOL,
         isa.PoolBlock(isa.POOL_AVG, 1, 2, 2, 4, (3, 3), (2, 2), (1, 1, 0, 0), REQ),

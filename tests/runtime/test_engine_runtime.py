@@ -484,6 +484,8 @@ def moves_model(path) -> None:
         node("DepthToSpace", ["c"], ["d"], blocksize=2),
         node("DepthToSpace", ["c"], ["d2"], blocksize=2, mode="CRD"),
         node("SpaceToDepth", ["c"], ["s"], blocksize=2),
+        node("ReduceMax", ["c"], ["rmax"], axes=[1], keepdims=1),
+        node("ReduceMin", ["c"], ["rmin"], axes=[2, 3], keepdims=0),
     ]
     graph = helper.make_graph(
         nodes,
@@ -495,6 +497,8 @@ def moves_model(path) -> None:
             helper.make_tensor_value_info("d", TensorProto.FLOAT, [1, 1, 8, 8]),
             helper.make_tensor_value_info("d2", TensorProto.FLOAT, [1, 1, 8, 8]),
             helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 16, 2, 2]),
+            helper.make_tensor_value_info("rmax", TensorProto.FLOAT, [1, 1, 4, 4]),
+            helper.make_tensor_value_info("rmin", TensorProto.FLOAT, [1, 4]),
         ],
         [
             w,
@@ -552,9 +556,58 @@ def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_pa
     program = load_bmodel(tmp_path / "moves.bmodel")
     for _, steps in program.subnets:
         for step in steps:
+            op = ops[names[step.command.header.layer_id]]
+            if mode == "F16" and isinstance(op, tpu.ReduceOp):
+                continue  # float Reduce is still transitional
             assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
             if isinstance(step, CopyStep):
-                op = ops[names[step.command.header.layer_id]]
                 moved[type(op).__name__] += 1
+            elif step.name == "TIU_REDUCE":
+                moved[op.value("mode")] += 1
     assert moved[tpu.TileOp.__name__] == 1 and moved[tpu.ExpandOp.__name__] == 1, moved
     assert moved[tpu.Depth2SpaceOp.__name__] == 3, moved  # DCR, CRD and SpaceToDepth
+    if mode == "INT8":  # max/min of stored values
+        assert moved["ReduceMax"] == 1 and moved["ReduceMin"] == 1, moved
+
+
+# --- integer ReduceMax / ReduceMin on TIU_REDUCE (stored values) --------------------------------
+
+
+@pytest.mark.parametrize("mode", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes, keepdims", [([2], True), ([1, 2], False)])
+def test_stored_reduce_equals_the_interpreter(mode, axes, keepdims):
+    from xdsl.dialects.builtin import TensorType
+
+    from tpuc.dialects import top, tpu
+    from tpuc.dialects.quant import UniformQuantizedType
+    from tpuc.interp.kernels.reduce import reduction_record
+    from tpuc.interp.tpu_kernels import TPU_KERNELS
+    from tpuc.interp.tpu_kernels.data_ops import element_of_value
+    from tpuc.ir import kind_of
+    from tpuc.kernels import data
+    from tpuc.kernels.requant import NO_RELU
+    from tpuc.passes.address_assign import set_address
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    x = np.random.default_rng(4).integers(-128, 128, (1, 3, 4), np.int8)
+    q = UniformQuantizedType("i8", 0.25, -3)
+    out_shape = [d for i, d in enumerate(x.shape) if i not in axes or keepdims]
+    out_shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keepdims else out_shape
+    source = top.WeightOp.make([], "x", result_types=[TensorType(q, list(x.shape))]).output
+    attrs = dict(mode=mode, axes=axes, keepdims=keepdims)
+    op = tpu.ReduceOp.make([source], "y", attrs, result_types=[TensorType(q, out_shape)])
+    set_address(op.operands[0], START)
+    set_address(op.results[0], START + 64)
+    (cmd,) = engine_commands(op, 0)
+    assert cmd.header.opcode == isa.TIU_REDUCE
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0 : x.size] = x.reshape(-1).view(np.uint8)
+    step = make_step(cmd, dev, "x")
+    kernel = TPU_KERNELS[(tpu.ReduceOp, kind_of(op))]
+    interpreter = data.Stored(reduction_record(op), NO_RELU, element_of_value(op.results[0]))
+    assert step.record == interpreter
+    step.run()
+    got = region.bytes[64 : 64 + int(np.prod(out_shape))].view(np.int8).astype(np.float32)
+    expected = kernel(op, [x.astype(np.float32)])
+    np.testing.assert_array_equal(got, np.asarray(expected).reshape(-1))

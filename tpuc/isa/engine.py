@@ -25,7 +25,7 @@ TIU_CONV = 0x200  # convolution: normal, depthwise, transposed
 TIU_MATMUL = 0x201  # matrix multiply (+ bias) with requant
 TIU_ARITH = 0x202  # elementwise add/sub/mul with per-input multipliers + requant
 TIU_POOL = 0x203  # window pooling (avg)
-TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean)
+TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean), max / min of stored values
 TIU_LUT = 0x205  # table lookup on stored integers
 TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
 TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
@@ -74,7 +74,7 @@ CAST_TO = (
 """TIU_CVT cast `to` codes (index = code; "" : none): TOP Cast's conversion target."""
 NORM_FUNCTIONS = ("Softmax", "LayerNorm", "InstanceNorm", "GroupNorm", "BatchNorm", "LRN")
 """TIU_NORM function codes (index = code; append only)."""
-REDUCE_SUM, REDUCE_MEAN = 0, 1
+REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN = 0, 1, 2, 3
 SFU_FUNCTIONS = (
     "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
     "Relu", "LeakyRelu", "GELU", "HardSigmoid", "Elu", "Pow", "Clip", "Not",

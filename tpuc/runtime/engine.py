@@ -21,17 +21,18 @@ from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
-from tpuc.kernels import arith, float_conv, norm, pooling, sums
+from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
+from tpuc.kernels import reduce as reduce_lib
 from tpuc.kernels.activation import Unary, unary
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.kernels.maxpool import max_pool
-from tpuc.kernels.requant import Relu, Requant
+from tpuc.kernels.requant import NO_RELU, Relu, Requant
 from tpuc.kernels.rounding import round_float
 from tpuc.runtime.device import Device, Region
 
@@ -131,6 +132,10 @@ def requant_of(block: isa.RequantBlock, out: TensorRecord, multipliers=None, rsh
 
 
 Kernel = Callable[..., object]
+
+
+def _stored_reduce(p: data.Stored, x: np.ndarray) -> np.ndarray:
+    return data.stored(p, reduce_lib.reduce, x)
 
 
 class EngineStep(Step):
@@ -287,6 +292,13 @@ class EngineStep(Step):
         return record, kernels[b.mode], (0,)
 
     def _reduce(self, b: isa.ReduceBlock):
+        stored = {isa.REDUCE_MAX: "ReduceMax", isa.REDUCE_MIN: "ReduceMin"}.get(b.mode)
+        if stored is not None:  # on stored values, as the interpreter's moved TOP kernel
+            move = reduce_lib.Reduction(stored, b.axes, bool(b.keepdims))
+            out = element_of(self.command.results[0])
+            return data.Stored(move, NO_RELU, out), _stored_reduce, (0,)
+        if b.mode not in (isa.REDUCE_SUM, isa.REDUCE_MEAN):
+            raise ValueError(f"reduce mode {b.mode}")
         record = sums.Reduce(
             b.axes, bool(b.keepdims), element_of(self.command.operands[0]), self._requant(b.requant)
         )
