@@ -446,6 +446,17 @@ def _reduce(op: Operation, layer_id: int) -> list[Command] | None:
     requant = requant_block(op, 1)
     mode = REDUCE_MODES.get(op.value("mode"))
     axes = _ints(op, "axes")
+    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
+    if not _int_only(op):  # float: TOP's reduction, rounded to the result type
+        name = op.value("mode")
+        if name not in isa.REDUCE_FUNCTIONS or len(axes) > isa.MAX_AXES:
+            return None
+        if not _plain_float([inp, out]) or op.value("do_relu"):
+            return None
+        code = isa.REDUCE_FUNCTIONS.index(name)
+        keep = int(bool(op.value("keepdims")))
+        block = isa.ReduceBlock(code, keep, len(axes), tuple(axes), float_epilogue(op, 1))
+        return [engine_command(isa.TIU_REDUCE, block, [inp], [out], layer_id, kind=0)]
     stored = STORED_REDUCE_MODES.get(op.value("mode"))
     if stored is not None and _int_only(op) and len(axes) <= isa.MAX_AXES:
         # max/min of stored values (input and result share one element
@@ -457,7 +468,6 @@ def _reduce(op: Operation, layer_id: int) -> list[Command] | None:
     if not _int_only(op) or mode is None or requant is None or len(axes) > isa.MAX_AXES:
         return None
     block = isa.ReduceBlock(mode, int(bool(op.value("keepdims"))), len(axes), tuple(axes), requant)
-    inp, out = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_REDUCE, block, [inp], [out], layer_id)]
 
 

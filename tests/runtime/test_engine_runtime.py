@@ -535,6 +535,7 @@ def moves_mlir(tmp_path_factory):
 @pytest.mark.parametrize("mode", ["INT8", "F16"])
 def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_path, mode):
     from tpuc.dialects import tpu
+    from tpuc.interp.kernels.reduce import reduction_record
     from tpuc.ir import body_ops, main_function
     from tpuc.module_io import load_module
 
@@ -557,17 +558,16 @@ def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_pa
     for _, steps in program.subnets:
         for step in steps:
             op = ops[names[step.command.header.layer_id]]
-            if mode == "F16" and isinstance(op, tpu.ReduceOp):
-                continue  # float Reduce is still transitional
             assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
             if isinstance(step, CopyStep):
                 moved[type(op).__name__] += 1
             elif step.name == "TIU_REDUCE":
                 moved[op.value("mode")] += 1
+                if mode == "F16":  # the interpreter's float kernel: TOP's, rounded
+                    assert step.record == reduction_record(op), op.name
     assert moved[tpu.TileOp.__name__] == 1 and moved[tpu.ExpandOp.__name__] == 1, moved
     assert moved[tpu.Depth2SpaceOp.__name__] == 3, moved  # DCR, CRD and SpaceToDepth
-    if mode == "INT8":  # max/min of stored values
-        assert moved["ReduceMax"] == 1 and moved["ReduceMin"] == 1, moved
+    assert moved["ReduceMax"] == 1 and moved["ReduceMin"] == 1, moved
 
 
 # --- integer ReduceMax / ReduceMin on TIU_REDUCE (stored values) --------------------------------
@@ -610,4 +610,34 @@ def test_stored_reduce_equals_the_interpreter(mode, axes, keepdims):
     step.run()
     got = region.bytes[64 : 64 + int(np.prod(out_shape))].view(np.int8).astype(np.float32)
     expected = kernel(op, [x.astype(np.float32)])
+    np.testing.assert_array_equal(got, np.asarray(expected).reshape(-1))
+
+
+@pytest.mark.parametrize("mode", isa.REDUCE_FUNCTIONS)
+def test_float_reduce_equals_the_interpreter(mode):
+    from xdsl.dialects.builtin import TensorType, f16
+
+    from tpuc.dialects import top, tpu
+    from tpuc.interp.kernels.reduce import reduction_record
+    from tpuc.interp.tpu_kernels import TPU_KERNELS
+    from tpuc.ir import kind_of
+    from tpuc.passes.address_assign import set_address
+    from tpuc.passes.codegen.engine_rules import engine_commands
+
+    x = np.random.default_rng(6).uniform(0.1, 2.0, (1, 3, 4)).astype(np.float16)
+    source = top.WeightOp.make([], "x", result_types=[TensorType(f16, [1, 3, 4])]).output
+    attrs = dict(mode=mode, axes=[2], keepdims=True)
+    op = tpu.ReduceOp.make([source], "y", attrs, result_types=[TensorType(f16, [1, 3, 1])])
+    set_address(op.operands[0], START)
+    set_address(op.results[0], START + 64)
+    (cmd,) = engine_commands(op, 0)
+    assert cmd.header.opcode == isa.TIU_REDUCE and cmd.header.kind == 0
+    dev = device()
+    region = dev.regions[0]
+    region.bytes[0 : x.nbytes] = x.reshape(-1).view(np.uint8)
+    step = make_step(cmd, dev, "x")
+    assert step.record == reduction_record(op)
+    step.run()
+    got = region.bytes[64:70].view(np.float16).astype(np.float32)
+    expected = TPU_KERNELS[(tpu.ReduceOp, kind_of(op))](op, [x.astype(np.float32)])
     np.testing.assert_array_equal(got, np.asarray(expected).reshape(-1))

@@ -75,6 +75,12 @@ CAST_TO = (
 NORM_FUNCTIONS = ("Softmax", "LayerNorm", "InstanceNorm", "GroupNorm", "BatchNorm", "LRN")
 """TIU_NORM function codes (index = code; append only)."""
 REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN = 0, 1, 2, 3
+REDUCE_FUNCTIONS = (
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum",
+)  # fmt: skip
+"""TIU_REDUCE mode codes of a float command (`kind` 0; index = code, append only):
+`tpuc.kernels.reduce.REDUCE` names. Integer commands use modes 0-3 only."""
 SFU_FUNCTIONS = (
     "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
     "Relu", "LeakyRelu", "GELU", "HardSigmoid", "Elu", "Pow", "Clip", "Not",

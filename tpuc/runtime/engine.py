@@ -292,6 +292,11 @@ class EngineStep(Step):
         return record, kernels[b.mode], (0,)
 
     def _reduce(self, b: isa.ReduceBlock):
+        if self.is_float:  # TOP's reduction, rounded to the result type
+            if b.mode >= len(isa.REDUCE_FUNCTIONS):
+                raise ValueError(f"reduce mode {b.mode}")
+            move = reduce_lib.Reduction(isa.REDUCE_FUNCTIONS[b.mode], b.axes, bool(b.keepdims))
+            return move, self._rounded(reduce_lib.reduce), (0,)
         stored = {isa.REDUCE_MAX: "ReduceMax", isa.REDUCE_MIN: "ReduceMin"}.get(b.mode)
         if stored is not None:  # on stored values, as the interpreter's moved TOP kernel
             move = reduce_lib.Reduction(stored, b.axes, bool(b.keepdims))
