@@ -344,6 +344,30 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
 
 
+SELECT_OPS: dict[type, int] = {tpu.WhereOp: 3, tpu.PReluOp: 2, tpu.CompareOp: 2}
+"""Float ops on TIU_FARITH without coefficients or ReLU, and their input counts."""
+
+
+@engine_rule(*SELECT_OPS)
+def _float_select(op: Operation, layer_id: int) -> list[Command] | None:
+    """Float Where, PRelu, Compare: TOP's kernel (ew.where, prelu,
+    ew.compare of a mode), rounded to the result type."""
+    if _int_only(op) or len(op.operands) != SELECT_OPS[type(op)] or op.value("do_relu"):
+        return None
+    operands = [tensor_record(v, op) for v in op.operands]
+    out = tensor_record(op.results[0], op)
+    if not _plain_float([*operands, out]):
+        return None
+    kind = op.value("mode") if isinstance(op, tpu.CompareOp) else type(op).name.split(".")[-1]
+    if kind not in isa.FARITH_OPS:
+        return None
+    count = len(operands)
+    block = isa.FarithBlock(
+        isa.FARITH_OPS.index(kind), count, 0, isa.FARITH_TENSORS, 0, (), 0.0, 0.0
+    )
+    return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
+
+
 @engine_rule(tpu.ConcatOp)
 def _concat(op: Operation, layer_id: int) -> list[Command] | None:
     """One CVT per input, each into its window of the output."""

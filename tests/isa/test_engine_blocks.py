@@ -117,6 +117,11 @@ VECTORS = [
         " 00 00 00 00 00 00 e0 3f  00 00 00 00 00 00 00 00"
         " 00 00 00 00 00 00 00 00  00 00 00 00 00 00 18 40",
     ),
+    (  # a float Less of two tensors (op 14)
+        isa.TIU_FARITH,
+        isa.FarithBlock(14, 2, 0, 0, 0, (), 0.0, 0.0),
+        "0e 02 00 00 00 00 00 00" + " 00" * 32 + " 00" * 16,
+    ),
     (  # Sigmoid with option log: the docs/isa.md vector
         isa.TIU_SFU,
         isa.SfuBlock(2, 1.0, -0.5, 1),
@@ -164,7 +169,7 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.GDMA_MOVE, bytes(RECORD_BYTES), "has no parameter block"),
         (isa.TIU_REDUCE, bytes([0, 0, 9]) + bytes(125), "axes count 9 exceeds"),
         (isa.TIU_SFU, bytes([27]) + bytes(127), "unknown SFU function code 27"),
-        (isa.TIU_FARITH, bytes([8]) + bytes(127), "unknown FARITH op 8"),
+        (isa.TIU_FARITH, bytes([19]) + bytes(127), "unknown FARITH op 19"),
         (isa.TIU_NORM, bytes([6]) + bytes(127), "unknown NORM function code 6"),
         (isa.TIU_CVT, bytes([1, 13]) + bytes(126), "unknown CVT mode 1 or cast target 13"),
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),

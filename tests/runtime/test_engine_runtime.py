@@ -641,3 +641,86 @@ def test_float_reduce_equals_the_interpreter(mode):
     got = region.bytes[64:70].view(np.float16).astype(np.float32)
     expected = TPU_KERNELS[(tpu.ReduceOp, kind_of(op))](op, [x.astype(np.float32)])
     np.testing.assert_array_equal(got, np.asarray(expected).reshape(-1))
+
+
+# --- float Compare, Where, PRelu on TIU_FARITH --------------------------------------------------
+
+
+def select_model(path) -> None:
+    """x -> PRelu (per-channel slope) -> Less than x -> Where (tpu.PRelu,
+    tpu.Compare, tpu.Where)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    node = helper.make_node
+    nodes = [
+        node("PRelu", ["x", "slope"], ["p"]),
+        node("Less", ["p", "h"], ["lt"]),
+        node("Where", ["lt", "p", "h"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "select",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 3, 4, 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [numpy_helper.from_array(rng.uniform(0.1, 0.5, (3, 1, 1)).astype("f4"), "slope")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, path)
+
+
+@pytest.mark.parametrize("mode", ["INT8", "F16"])
+def test_float_compare_where_prelu_on_farith(tmp_path, mode):
+    from tpuc.dialects import tpu
+    from tpuc.interp.kernels.registry import LIBRARY
+    from tpuc.ir import body_ops, main_function
+    from tpuc.module_io import load_module
+    from tpuc.tools import model_transform, run_calibration
+
+    select_model(tmp_path / "select.onnx")
+    rng = np.random.default_rng(12)
+
+    def sample():
+        return {k: rng.standard_normal((1, 3, 4, 4)).astype(np.float32) for k in ("x", "h")}
+
+    np.savez(tmp_path / "in.npz", **sample())
+    argv = ["--model_name", "select", "--model_def", str(tmp_path / "select.onnx")]
+    argv += ["--test_input", str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "select.mlir")]
+    assert model_transform.run(argv) == 0
+    argv = ["--mlir", str(tmp_path / "select.mlir"), "--chip", "bm1684x", "--quantize", mode]
+    argv += ["--test_input", str(tmp_path / "select_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "select.bmodel")]
+    if mode == "INT8":
+        samples = tmp_path / "samples"
+        samples.mkdir()
+        for i in range(4):
+            np.savez(samples / f"s{i}.npz", **sample())
+        table = str(tmp_path / "cali")
+        cali = [str(tmp_path / "select.mlir"), "--dataset", str(samples), "-o", table]
+        assert run_calibration.run(cali) == 0
+        argv += ["--calibration_table", table]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    if mode != "F16":
+        return
+    module, _ = load_module(next(tmp_path.glob("select_*_tpu.mlir")))
+    ops = {
+        n[0]: op
+        for op in body_ops(main_function(module).body.block)
+        if (n := getattr(op, "names", None))
+    }
+    rows = json.loads(next(tmp_path.glob("select_*_tensor_location.json")).read_text())["tensors"]
+    names = {row["layer_id"]: row["name"] for row in rows}
+    seen = Counter()
+    for _, steps in load_bmodel(tmp_path / "select.bmodel").subnets:
+        for step in steps:
+            assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
+            op = ops[names[step.command.header.layer_id]]
+            if step.name == "TIU_FARITH":
+                source = {v: k for k, v in tpu.MIRRORS.items()}[type(op)]
+                assert step.record == LIBRARY[source][0](op), op.name
+                seen[type(op).__name__] += 1
+    assert seen == Counter({"PReluOp": 1, "CompareOp": 1, "WhereOp": 1}), seen

@@ -62,7 +62,10 @@ GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("G
 CONV_NORMAL, CONV_DEPTHWISE, CONV_TRANSPOSED = 0, 1, 2
 ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
 ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
-FARITH_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow", "Scale")
+FARITH_OPS = (
+    "Add", "Sub", "Mul", "Max", "Min", "Div", "Pow", "Scale", "Where", "PRelu",
+    "Equal", "NotEqual", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor",
+)  # fmt: skip
 """TIU_FARITH op codes (index = code; append only)."""
 FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
 POOL_AVG, POOL_MAX = 0, 1

@@ -26,7 +26,7 @@ from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
 from tpuc.kernels import reduce as reduce_lib
-from tpuc.kernels.activation import Unary, unary
+from tpuc.kernels.activation import PRelu, Unary, prelu, unary
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
@@ -329,6 +329,12 @@ class EngineStep(Step):
             record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
         elif kind == "Scale":
             record, kernel = ew.Scale(relu), ew.scale
+        elif kind == "Where":
+            record, kernel = ew.Where(), ew.where
+        elif kind == "PRelu":
+            record, kernel = PRelu(), prelu
+        elif kind in ew.COMPARE:
+            record, kernel = ew.Compare(kind), ew.compare
         elif kind in ew.FOLDS:
             record, kernel = ew.Fold(kind, relu, b.coeff), ew.fold
         else:
