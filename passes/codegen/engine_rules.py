@@ -123,20 +123,23 @@ def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
     return [_view(coeff, (oc,), (3,), k) for k in range(3)]
 
 
-@engine_rule(tpu.Conv2DOp, tpu.DeconvOp)
-def _conv(op: Operation, layer_id: int) -> list[Command] | None:
-    if not _int_only(op):
-        return _float_conv(op, layer_id)
-    transposed = isinstance(op, tpu.DeconvOp)
+def _conv_filter(op: Operation) -> tuple[TensorRecord, TensorRecord, list[int]]:
+    """Input and filter records (a reordered filter viewed in its logical
+    (oc, ic/g, *kernel) shape) and the kernel's spatial sizes."""
     inp, filt = tensor_record(op.operands[0], op), tensor_record(op.operands[1], op)
-    merged = bool(op.value("coeff_merged"))
-    if _filter_reordered(op):
-        kernel = _ints(op, "kernel_shape")
-        _, oc, icg, _ = filt.shape
-        filt = _view(filt, (oc, icg, *kernel), (), 0)
-    else:
-        kernel = list(shape_of(op.operands[1])[2:])
-    if len(kernel) > isa.MAX_SPATIAL:
+    if not _filter_reordered(op):
+        return inp, filt, list(shape_of(op.operands[1])[2:])
+    kernel = _ints(op, "kernel_shape")
+    _, oc, icg, _ = filt.shape
+    return inp, _view(filt, (oc, icg, *kernel), (), 0), kernel
+
+
+def _conv_block(
+    op: Operation, kernel: list[int], inp: TensorRecord, out: TensorRecord, epilogue
+) -> isa.ConvBlock | None:
+    """The TIU_CONV block of a conv or deconv (None: not expressible)."""
+    padding = _ints(op, "output_padding")
+    if max(len(kernel), len(padding)) > isa.MAX_SPATIAL:
         return None
     geometry = ConvGeometry.of(
         tuple(kernel),
@@ -145,7 +148,37 @@ def _conv(op: Operation, layer_id: int) -> list[Command] | None:
         _ints(op, "pads"),
         int(op.value("group") or 1),
     )
-    if merged:
+    if len(geometry.begins) != len(kernel) or len(geometry.strides) != len(kernel):
+        return None
+    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
+    mode = (
+        isa.CONV_TRANSPOSED
+        if isinstance(op, tpu.DeconvOp)
+        else isa.CONV_DEPTHWISE
+        if depthwise
+        else 0
+    )
+    return isa.ConvBlock(
+        mode,
+        len(kernel),
+        geometry.group,
+        geometry.kernel,
+        geometry.strides,
+        geometry.dilations,
+        geometry.begins,
+        geometry.ends,
+        tuple(padding),
+        len(padding),
+        epilogue,
+    )
+
+
+@engine_rule(tpu.Conv2DOp, tpu.DeconvOp)
+def _conv(op: Operation, layer_id: int) -> list[Command] | None:
+    if not _int_only(op):
+        return _float_conv(op, layer_id)
+    inp, filt, kernel = _conv_filter(op)
+    if op.value("coeff_merged"):
         bias, mult, shift = _coeff_views(tensor_record(op.operands[2], op))
         requant = requant_block(op, 1, 1, 0)
         if requant is None:
@@ -158,23 +191,8 @@ def _conv(op: Operation, layer_id: int) -> list[Command] | None:
             return None
         operands = [inp, filt, tensor_record(op.operands[2], op)]
     out = tensor_record(op.results[0], op)
-    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
-    mode = isa.CONV_TRANSPOSED if transposed else isa.CONV_DEPTHWISE if depthwise else 0
-    padding = _ints(op, "output_padding")
-    block = isa.ConvBlock(
-        mode,
-        len(geometry.kernel),
-        geometry.group,
-        geometry.kernel,
-        geometry.strides,
-        geometry.dilations,
-        geometry.begins,
-        geometry.ends,
-        tuple(padding),
-        len(padding),
-        requant,
-    )
-    if len(padding) > isa.MAX_SPATIAL:
+    block = _conv_block(op, kernel, inp, out, requant)
+    if block is None:
         return None
     return [engine_command(isa.TIU_CONV, block, operands, [out], layer_id)]
 
@@ -184,42 +202,13 @@ def _float_conv(op: Operation, layer_id: int) -> list[Command] | None:
     arithmetic, then rounding to the result type)."""
     if op.value("coeff_merged") or len(op.operands) != 3:
         return None
-    inp, filt, bias = (tensor_record(v, op) for v in op.operands)
-    if _filter_reordered(op):
-        kernel = _ints(op, "kernel_shape")
-        _, oc, icg, _ = filt.shape
-        filt = _view(filt, (oc, icg, *kernel), (), 0)
-    else:
-        kernel = list(shape_of(op.operands[1])[2:])
-    out = tensor_record(op.results[0], op)
-    padding = _ints(op, "output_padding")
-    if not _plain_float([inp, filt, bias, out]) or max(len(kernel), len(padding)) > isa.MAX_SPATIAL:
+    inp, filt, kernel = _conv_filter(op)
+    bias, out = tensor_record(op.operands[2], op), tensor_record(op.results[0], op)
+    if not _plain_float([inp, filt, bias, out]):
         return None
-    geometry = ConvGeometry.of(
-        tuple(kernel),
-        _ints(op, "strides"),
-        _ints(op, "dilations"),
-        _ints(op, "pads"),
-        int(op.value("group") or 1),
-    )
-    if len(geometry.begins) != len(kernel) or len(geometry.strides) != len(kernel):
+    block = _conv_block(op, kernel, inp, out, float_epilogue(op, 1))
+    if block is None:
         return None
-    transposed = isinstance(op, tpu.DeconvOp)
-    depthwise = geometry.group > 1 and geometry.group == inp.shape[1] == out.shape[1]
-    mode = isa.CONV_TRANSPOSED if transposed else isa.CONV_DEPTHWISE if depthwise else 0
-    block = isa.ConvBlock(
-        mode,
-        len(kernel),
-        geometry.group,
-        geometry.kernel,
-        geometry.strides,
-        geometry.dilations,
-        geometry.begins,
-        geometry.ends,
-        tuple(padding),
-        len(padding),
-        float_epilogue(op, 1),
-    )
     return [engine_command(isa.TIU_CONV, block, [inp, filt, bias], [out], layer_id, kind=0)]
 
 
