@@ -9,9 +9,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tiny_cnn import transform_and_calibrate
 from tools_helpers import one_line_error, run_main
 
-from tpuc.tools import model_deploy, model_runner, model_transform, run_calibration
+from tpuc.tools import model_deploy, model_runner
 
 
 def movement_model(path) -> None:
@@ -57,18 +58,7 @@ def movement_model(path) -> None:
 def movement(tmp_path_factory):
     work = tmp_path_factory.mktemp("movement")
     movement_model(work / "mv.onnx")
-    rng = np.random.default_rng(5)
-    np.savez(work / "in.npz", x=rng.standard_normal((1, 4, 6, 6)).astype(np.float32))
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(3):
-        np.save(samples / f"s{i}.npy", rng.standard_normal((1, 4, 6, 6)).astype(np.float32))
-    argv = ["--model_name", "mv", "--model_def", str(work / "mv.onnx")]
-    argv += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "mv.mlir")]
-    assert model_transform.run(argv) == 0
-    table = str(work / "mv_cali_table")
-    assert run_calibration.run([str(work / "mv.mlir"), "--dataset", str(samples), "-o", table]) == 0
-    return work
+    return transform_and_calibrate(work, "mv", (1, 4, 6, 6), seed=5, samples=3)
 
 
 @pytest.mark.parametrize(

@@ -512,24 +512,11 @@ def moves_model(path) -> None:
 
 @pytest.fixture(scope="module")
 def moves_mlir(tmp_path_factory):
-    from tpuc.tools import model_transform, run_calibration
+    from tiny_cnn import transform_and_calibrate
 
     work = tmp_path_factory.mktemp("moves")
     moves_model(work / "moves.onnx")
-    rng = np.random.default_rng(9)
-    np.savez(work / "in.npz", x=rng.standard_normal((1, 3, 4, 4)).astype(np.float32))
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(4):
-        np.save(samples / f"s{i}.npy", rng.standard_normal((1, 3, 4, 4)).astype(np.float32))
-    argv = ["--model_name", "moves", "--model_def", str(work / "moves.onnx")]
-    argv += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "moves.mlir")]
-    assert model_transform.run(argv) == 0
-    table = str(work / "moves_cali_table")
-    assert (
-        run_calibration.run([str(work / "moves.mlir"), "--dataset", str(samples), "-o", table]) == 0
-    )
-    return work
+    return transform_and_calibrate(work, "moves", (1, 3, 4, 4), seed=9, samples=4)
 
 
 @pytest.mark.parametrize("mode", ["INT8", "F16"])

@@ -57,17 +57,24 @@ def prepared(tmp_path_factory):
     """cnn.mlir (+ weights, cnn_in_f32.npz, cnn_top_outputs.npz) and cnn_cali_table."""
     work = tmp_path_factory.mktemp("prepared")
     cnn_model(work / "cnn.onnx")
-    rng = np.random.default_rng(1)
-    np.savez(work / "in.npz", x=rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(4):
-        np.save(samples / f"s{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
-    transform = ["--model_name", "cnn", "--model_def", str(work / "cnn.onnx")]
-    transform += ["--test_input", str(work / "in.npz"), "--mlir", str(work / "cnn.mlir")]
-    assert model_transform.run(transform) == 0
-    table = str(work / "cnn_cali_table")
-    assert (
-        run_calibration.run([str(work / "cnn.mlir"), "--dataset", str(samples), "-o", table]) == 0
-    )
+    return transform_and_calibrate(work, "cnn", (1, 3, 8, 8), seed=1, samples=4)
+
+
+def transform_and_calibrate(
+    work: Path, name: str, shape: tuple[int, ...], seed: int, samples: int
+) -> Path:
+    """model_transform on `work/<name>.onnx` with a seeded input `in.npz` (input
+    `x`), then run_calibration on `samples` seeded .npy samples ->
+    `<name>.mlir` and `<name>_cali_table` in `work`."""
+    rng = np.random.default_rng(seed)
+    np.savez(work / "in.npz", x=rng.standard_normal(shape).astype(np.float32))
+    folder = work / "samples"
+    folder.mkdir()
+    for i in range(samples):
+        np.save(folder / f"s{i}.npy", rng.standard_normal(shape).astype(np.float32))
+    mlir = str(work / f"{name}.mlir")
+    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx")]
+    assert model_transform.run([*argv, "--test_input", str(work / "in.npz"), "--mlir", mlir]) == 0
+    table = str(work / f"{name}_cali_table")
+    assert run_calibration.run([mlir, "--dataset", str(folder), "-o", table]) == 0
     return work
