@@ -18,8 +18,6 @@ import numpy as np
 from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
 from tpuc.chips import get_chip
 from tpuc.errors import TpucError
-from tpuc.interp.kernels.executor import Executor
-from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.isa.records import (
     ENGINE_GDMA,
     ENGINE_TIU,
@@ -29,8 +27,10 @@ from tpuc.isa.records import (
     TensorRecord,
     split_commands,
 )
-from tpuc.isa.types import element_of_record
+from tpuc.kernels.cast import from_real, to_real
+from tpuc.kernels.executor import Executor
 from tpuc.runtime.device import Device, Region
+from tpuc.runtime.engine import element_of
 from tpuc.runtime.executable import Step, make_step
 
 
@@ -158,7 +158,7 @@ class Program:
             raise TpucError(
                 f"input '{desc.name}' has dtype {array.dtype}, the bmodel's input is {desc.dtype}"
             )
-        stored = from_real(np.asarray(array, np.float32), element_of_record(record))
+        stored = from_real(np.asarray(array, np.float32), element_of(record))
         self.device.write(record, self.neurons, stored)
 
     def records_for(self, desc: TensorDesc) -> TensorRecord:
@@ -204,7 +204,7 @@ class Program:
         stored = self.device.read(record, self.device.region(record, "tensor"))
         if out_fixed or record.dtype in ("f32", "f16", "bf16"):
             return np.asarray(stored, np.float32)
-        return to_real(stored, element_of_record(record))
+        return to_real(stored, element_of(record))
 
 
 class Dumper:
