@@ -633,3 +633,7 @@ def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
     """The op's engine-level commands, or None (no rule, or it declined)."""
     rule = ENGINE_RULES.get(type(op))
     return rule(op, layer_id) if rule is not None else None
+
+
+# Pad, Gather and Arg register their rules from their own module
+from tpuc.passes.codegen import data_rules  # noqa: E402, F401

@@ -122,6 +122,14 @@ VECTORS = [
         isa.FarithBlock(14, 2, 0, 0, 0, (), 0.0, 0.0),
         "0e 02 00 00 00 00 00 00" + " 00" * 32 + " 00" * 16,
     ),
+    (  # ArgMin along the last axis, dropped, ties to the last index: the docs/isa.md vector
+        isa.TIU_ARG,
+        isa.ArgBlock(1, 0, 1, -1),
+        "01 00 01 00 ff ff ff ff",
+    ),
+    (isa.GDMA_FILL, isa.FillBlock(0.7), "66 66 66 66 66 66 e6 3f"),  # the docs/isa.md vector
+    (isa.GDMA_FILL, isa.FillBlock(-7.0), "00 00 00 00 00 00 1c c0"),  # a stored int8
+    (isa.GDMA_GATHER, isa.GatherBlock(-2), "fe ff ff ff 00 00 00 00"),
     (  # Sigmoid with option log: the docs/isa.md vector
         isa.TIU_SFU,
         isa.SfuBlock(2, 1.0, -0.5, 1),
@@ -173,6 +181,8 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_NORM, bytes([6]) + bytes(127), "unknown NORM function code 6"),
         (isa.TIU_CVT, bytes([1, 13]) + bytes(126), "unknown CVT mode 1 or cast target 13"),
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
+        (isa.TIU_ARG, bytes([2]) + bytes(127), "unknown ARG mode 2"),
+        (isa.GDMA_FILL, bytes(2 * RECORD_BYTES), "GDMA_FILL takes 128"),
     ],
 )
 def test_bad_blocks(opcode, params, needle):
@@ -237,6 +247,9 @@ BLOCK_TITLES = {
     isa.TIU_SFU: "TIU_SFU block",
     isa.TIU_FARITH: "TIU_FARITH block",
     isa.TIU_NORM: "TIU_NORM block",
+    isa.TIU_ARG: "TIU_ARG block",
+    isa.GDMA_FILL: "GDMA_FILL block",
+    isa.GDMA_GATHER: "GDMA_GATHER block",
 }
 
 

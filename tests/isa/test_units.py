@@ -113,3 +113,27 @@ def test_engine_opcodes_are_priced():
     )
     (phase,) = command_phases(load)
     assert phase.task.direction is Direction.DDR_TO_LMEM and phase.task.work == 64 * 28 * 28
+
+
+def test_fill_gather_and_arg_are_priced():
+    """A fill writes its destination's bytes (no source: DDR->DDR for a
+    global one), a gather moves its destination's bytes and reads its
+    indices, an Arg is a compare-reduce over its input on the pool unit."""
+    from tpuc.isa import engine as isa
+
+    dst = TensorRecord(0x2000, "f16", (4, 8))
+    params = isa.encode_block(isa.GDMA_FILL, isa.FillBlock(0.5))
+    fill = Command(Header(isa.GDMA_FILL, ENGINE_GDMA, 1, 0, 0, 1, 1), [], [dst], params)
+    (phase,) = command_phases(fill)
+    assert (phase.task.work, phase.task.direction) == (64, Direction.DDR_TO_DDR)
+    src, idx = TensorRecord(0x0, "f16", (9, 8)), TensorRecord(0x1000, "f32", (4,))
+    params = isa.encode_block(isa.GDMA_GATHER, isa.GatherBlock(0))
+    gather = Command(Header(isa.GDMA_GATHER, ENGINE_GDMA, 1, 0, 2, 1, 1), [src, idx], [dst], params)
+    (phase,) = command_phases(gather)
+    assert (phase.task.work, phase.task.direction) == (64 + 16, Direction.DDR_TO_DDR)
+    params = isa.encode_block(isa.TIU_ARG, isa.ArgBlock(0, 1, 0, 1))
+    out = TensorRecord(0x3000, "f32", (4, 1))
+    arg = Command(Header(isa.TIU_ARG, TIU_CODE, 1, 0, 1, 1, 1), [dst], [out], params)
+    task = compute_task(arg)
+    assert task.unit is Unit.POOL and task.work == 32
+    assert [p.kind for p in command_phases(arg)] == ["load", "compute", "store"]

@@ -31,11 +31,14 @@ TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
 TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
 TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
 TIU_NORM = 0x209  # float normalizations over axes: softmax, layer/instance/group/batch norm, LRN
+TIU_ARG = 0x20C  # index of the max / min along one axis (ArgMax, ArgMin)
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
 GDMA_STORE = 0x402  # local -> global
 GDMA_L2L = 0x403  # local -> local
+GDMA_FILL = 0x404  # every destination element := one constant
+GDMA_GATHER = 0x405  # destination := source rows picked along one axis by an index tensor
 
 ENGINE_OPCODES: dict[str, int] = {
     "TIU_CONV": TIU_CONV,
@@ -48,10 +51,13 @@ ENGINE_OPCODES: dict[str, int] = {
     "TIU_SFU": TIU_SFU,
     "TIU_FARITH": TIU_FARITH,
     "TIU_NORM": TIU_NORM,
+    "TIU_ARG": TIU_ARG,
     "GDMA_MOVE": GDMA_MOVE,
     "GDMA_LOAD": GDMA_LOAD,
     "GDMA_STORE": GDMA_STORE,
     "GDMA_L2L": GDMA_L2L,
+    "GDMA_FILL": GDMA_FILL,
+    "GDMA_GATHER": GDMA_GATHER,
 }
 ENGINE_NAMES: dict[int, str] = {code: name for name, code in ENGINE_OPCODES.items()}
 TIU_ENGINE_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("TIU_"))
@@ -93,6 +99,8 @@ SFU_FUNCTIONS = (
 """TIU_SFU function codes (index = code; append only): `tpuc.kernels.activation` kinds."""
 SFU_OPTIONS = ("", "log", "tanh", "normal")
 """TIU_SFU option codes (index = code): the `Unary.option` strings."""
+ARG_MODES = ("ArgMax", "ArgMin")
+"""TIU_ARG mode codes (index = code): `tpuc.kernels.reduce.Arg` modes."""
 ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
 """Requant round mode codes (index = code); tpuc.numerics.ROUND_MODES' names."""
 
@@ -251,6 +259,34 @@ class FarithBlock:
 
 
 @dataclass(frozen=True)
+class ArgBlock:
+    """The index (float32) of the max (ArgMax) or min (ArgMin) along `axis`;
+    ties: the first index, or the last with `select_last_index`."""
+
+    mode: int  # index into ARG_MODES
+    keepdims: int
+    select_last_index: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class FillBlock:
+    """Every destination element := `value` (float32; a float command then
+    rounds it to the destination's float type; an integer destination holds
+    it as its stored integer)."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class GatherBlock:
+    """dst = take(src, indices, axis): the indices are float-valued integers,
+    negative ones count from the end of the axis."""
+
+    axis: int
+
+
+@dataclass(frozen=True)
 class Layout:
     """One opcode's block: its struct, its record class, how fields map
     to struct items (a name, or (name, count) for a fixed-size array)."""
@@ -343,8 +379,13 @@ BLOCKS: dict[int, Layout] = {
         ("function", "flags", "axis", "count", "eps", "beta", "bias", "relu_limit"),
         False,
     ),
+    TIU_ARG: Layout(
+        struct.Struct("<BBBxi"), ArgBlock, ("mode", "keepdims", "select_last_index", "axis"), False
+    ),
+    GDMA_FILL: Layout(struct.Struct("<d"), FillBlock, ("value",), False),
+    GDMA_GATHER: Layout(struct.Struct("<i4x"), GatherBlock, ("axis",), False),
 }
-"""opcode -> its parameter block (GDMA commands have none)."""
+"""opcode -> its parameter block (GDMA_MOVE, LOAD, STORE and L2L have none)."""
 
 COUNTS = {
     ("kernel", ConvBlock): "n_spatial",
@@ -436,6 +477,8 @@ def decode_block(opcode: int, params: bytes):
         raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
     if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
         raise BlockError(f"unknown NORM function code {fields['function']}")
+    if layout.cls is ArgBlock and fields["mode"] >= len(ARG_MODES):
+        raise BlockError(f"unknown ARG mode {fields['mode']}")
     if layout.cls is SfuBlock:
         if fields["function"] >= len(SFU_FUNCTIONS):
             raise BlockError(f"unknown SFU function code {fields['function']}")

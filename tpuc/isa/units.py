@@ -112,6 +112,7 @@ ENGINE_UNITS: dict[int, Unit] = {
     isa.TIU_SFU: Unit.SFU,
     isa.TIU_FARITH: Unit.ARITH,
     isa.TIU_NORM: Unit.SFU,
+    isa.TIU_ARG: Unit.POOL,
 }
 """Engine-level TIU opcode -> its unit class (docs/isa.md)."""
 
@@ -138,7 +139,7 @@ def engine_task(cmd: Command) -> Task:
         return Task(unit, work, element_bytes(inp.dtype))
     if code == isa.TIU_POOL:
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
-    if code == isa.TIU_REDUCE:
+    if code in (isa.TIU_REDUCE, isa.TIU_ARG):  # a compare-reduce over the input
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))
     if code == isa.TIU_FARITH and isa.FARITH_OPS[block.op] in ("Div", "Pow"):
         unit = Unit.SFU  # division and power go through the special-function unit
@@ -170,12 +171,24 @@ def _move(nbytes: int, direction: Direction, kind: str) -> Phase:
     return Phase(Task(Unit.DMA, nbytes, direction=direction), kind)
 
 
+def _dma_phase(cmd: Command) -> Phase:
+    """A GDMA command: its destination's bytes in the direction of its
+    records' spaces. A fill has no source (it writes at the rate of a move
+    within the destination's memory); a gather also reads its indices."""
+    dst = cmd.results[0]
+    if cmd.header.opcode == isa.GDMA_FILL:
+        return _move(dst.nbytes, _DIRECTIONS[_global(dst), _global(dst)], "fill")
+    src = cmd.operands[0]
+    direction = _DIRECTIONS[_global(src), _global(dst)]
+    if cmd.header.opcode == isa.GDMA_GATHER:
+        return _move(dst.nbytes + cmd.operands[1].nbytes, direction, "gather")
+    return _move(dst.nbytes, direction, "move")
+
+
 def command_phases(cmd: Command) -> tuple[Phase, ...]:
     """What a command does, phase by phase (module docstring)."""
     if cmd.header.opcode in isa.GDMA_OPCODES:
-        src, dst = cmd.operands[0], cmd.results[0]
-        direction = _DIRECTIONS[_global(src), _global(dst)]
-        return (_move(dst.nbytes, direction, "move"),)
+        return (_dma_phase(cmd),)
     loads = sum(t.nbytes for t in cmd.operands if not t.absent and _global(t))
     stores = sum(t.nbytes for t in cmd.results if _global(t))
     phases = [Phase(compute_task(cmd), "compute")]

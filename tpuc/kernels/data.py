@@ -291,3 +291,16 @@ def stored(p: Stored, run: Callable[..., Any], *args: Array) -> Any:
     if not p.relu.on:
         return y
     return relu_int(p.relu, np.asarray(y, np.float32), p.out)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A tensor of `shape` holding one value (a DMA fill: Pad's border)."""
+
+    shape: tuple[int, ...]
+    value: float
+
+
+def fill(p: Fill) -> Array:
+    """float32 `value` everywhere, as np.pad's constant_values reads it."""
+    return np.full(p.shape, np.float32(p.value), np.float32)

@@ -390,7 +390,13 @@ def is_engine_level(opcode: int) -> bool:
 
 
 def engine_step(command: Command, device: Device, what: str) -> Step:
-    """The step of an engine-level command (GDMA copy or TIU library call)."""
-    if command.header.opcode in isa.GDMA_OPCODES:
+    """The step of an engine-level command: a GDMA copy, or a library call
+    (TIU commands and the GDMA commands with a builder: fill, gather)."""
+    opcode = command.header.opcode
+    if opcode in isa.GDMA_OPCODES and opcode not in BUILDERS:
         return CopyStep(command, device, what)
     return EngineStep(command, device, what)
+
+
+# GDMA_FILL, GDMA_GATHER, TIU_ARG: their builders register into BUILDERS
+from tpuc.runtime import engine_data  # noqa: E402, F401
