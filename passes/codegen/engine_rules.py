@@ -633,3 +633,7 @@ def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
     """The op's engine-level commands, or None (no rule, or it declined)."""
     rule = ENGINE_RULES.get(type(op))
     return rule(op, layer_id) if rule is not None else None
+
+
+# rules of later op families, in their own modules (they register into ENGINE_RULES)
+from tpuc.passes.codegen import engine_rules_resize_rnn  # noqa: E402, F401

@@ -20,7 +20,7 @@ import numpy as np
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
-from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
+from tpuc.isa.records import ENGINE_CPU, TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
 from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
@@ -386,11 +386,21 @@ BUILDERS: dict[int, Callable] = {
 
 
 def is_engine_level(opcode: int) -> bool:
-    return opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES
+    return (
+        opcode in isa.TIU_ENGINE_OPCODES
+        or opcode in isa.GDMA_OPCODES
+        or opcode in isa.CPU_OPCODES
+    )
 
 
 def engine_step(command: Command, device: Device, what: str) -> Step:
     """The step of an engine-level command (GDMA copy or TIU library call)."""
     if command.header.opcode in isa.GDMA_OPCODES:
         return CopyStep(command, device, what)
+    if (command.header.opcode in isa.CPU_OPCODES) != (command.header.engine == ENGINE_CPU):
+        raise TpucError(f"{what}: {isa.ENGINE_NAMES[command.header.opcode]} on the wrong engine")
     return EngineStep(command, device, what)
+
+
+# builders of later opcodes, in their own modules (they register into BUILDERS)
+from tpuc.runtime import engine_cpu, engine_resize_rnn  # noqa: E402, F401
