@@ -83,9 +83,7 @@ def _rnn(op: Operation, layer_id: int) -> list[Command] | None:
     results = [tensor_record(v, op) for v in op.results]
     if len(operands) < 3 or not _plain_float([*operands, *results]):
         return None
-    present = sum(
-        bit for bit, r in zip(OPTIONAL_BITS, operands[3:], strict=False) if not r.absent
-    )
+    present = sum(bit for bit, r in zip(OPTIONAL_BITS, operands[3:], strict=False) if not r.absent)
     directions = operands[1].shape[0] if operands[1].shape else 0
     if directions not in (1, 2):
         return None

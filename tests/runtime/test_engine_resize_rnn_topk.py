@@ -46,16 +46,16 @@ def resize_model(path) -> None:
     rng = np.random.default_rng(21)
     w = _const("W", rng.standard_normal((3, 2, 3, 3)) * 0.4)
     scale = [1.0, 1.0, 1.5, 1.5]
+    coord = "coordinate_transformation_mode"
     resizes = [
-        ("near", "scales_a", dict(mode="nearest", coordinate_transformation_mode="asymmetric",
-                                  nearest_mode="floor")),
-        ("near_ac", "sizes_a", dict(mode="nearest", coordinate_transformation_mode="align_corners",
-                                    nearest_mode="round_prefer_ceil")),
-        ("lin", "scales_b", dict(mode="linear")),
-        ("lin_ac", "sizes_a", dict(mode="linear", coordinate_transformation_mode="align_corners")),
-        ("cub", "scales_a", dict(mode="cubic", coordinate_transformation_mode="pytorch_half_pixel")),
-        ("cub_x", "sizes_b", dict(mode="cubic", coordinate_transformation_mode="asymmetric",
-                                  cubic_coeff_a=-0.5, exclude_outside=1)),
+        ("near", "scales_a", {"mode": "nearest", coord: "asymmetric", "nearest_mode": "floor"}),
+        ("near_ac", "sizes_a",
+         {"mode": "nearest", coord: "align_corners", "nearest_mode": "round_prefer_ceil"}),
+        ("lin", "scales_b", {"mode": "linear"}),
+        ("lin_ac", "sizes_a", {"mode": "linear", coord: "align_corners"}),
+        ("cub", "scales_a", {"mode": "cubic", coord: "pytorch_half_pixel"}),
+        ("cub_x", "sizes_b",
+         {"mode": "cubic", coord: "asymmetric", "cubic_coeff_a": -0.5, "exclude_outside": 1}),
     ]  # fmt: skip
     nodes = [node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1])]
     for out, given, attrs in resizes:
@@ -222,3 +222,121 @@ def test_topk_cpu_commands_bit_exact(prepared, tmp_path, mode):
     param = load_bmodel_file(tmp_path / "topk.bmodel").nets[0].parameters[0]
     cpu = [p for s in param.subnets if s.mode == "CPU" for p in s.cpu_params]
     assert [p.op_type for p in cpu] == [isa.CPU_TOPK] * 2
+
+
+# --- commands built directly ----------------------------------------------------------------
+
+START = 0x1_0000_0000
+
+
+def _device():
+    from tpuc.runtime.device import Device
+
+    dev = Device("bm1684x", START, 1 << 20, npu_num=4, lmem_bytes=1024)
+    dev.allocate("activations", START, 1 << 16)
+    return dev
+
+
+def test_batch_first_gru_equals_the_interpreter():
+    """A bidirectional batch-first GRU (linear_before_reset, bias, initial h)
+    in f16: the record and every stored result equal the interpreter's."""
+    from xdsl.dialects.builtin import TensorType, f16
+
+    from tpuc.dialects import top, tpu
+    from tpuc.interp.kernels.rnn import recurrent_record
+    from tpuc.interp.tpu_interpreter import tpu_kernel_for
+    from tpuc.passes.address_assign import set_address
+    from tpuc.passes.codegen.engine_rules import engine_commands
+    from tpuc.runtime.executable import make_step
+
+    rng = np.random.default_rng(31)
+    batch, seq, inp, hid = 2, 3, 4, 5
+    shapes = {
+        "x": (batch, seq, inp),
+        "w": (2, 3 * hid, inp),
+        "r": (2, 3 * hid, hid),
+        "b": (2, 6 * hid),
+        "h": (batch, 2, hid),
+    }
+    arrays = {k: (rng.standard_normal(s) * 0.5).astype(np.float16) for k, s in shapes.items()}
+    dev = _device()
+    region, offset, sources = dev.regions[0], 0, []
+    for name, array in arrays.items():
+        value = top.WeightOp.make([], name, result_types=[TensorType(f16, list(array.shape))])
+        set_address(value.output, START + offset)
+        region.bytes[offset : offset + array.nbytes] = array.reshape(-1).view(np.uint8)
+        sources.append(value.output)
+        offset += 1024
+    results = [TensorType(f16, [batch, seq, 2, hid]), TensorType(f16, [batch, 2, hid])]
+    attrs = dict(hidden_size=hid, bidirectional=True, batch_first=True, linear_before_reset=True)
+    op = tpu.GRUOp.make(sources, "y", attrs, result_types=results, result_names=["y", "yh"])
+    for i, value in enumerate(op.results):
+        set_address(value, START + 8192 + 256 * i)
+    (cmd,) = engine_commands(op, 0)
+    assert cmd.header.opcode == isa.TIU_RNN and cmd.header.kind == 0
+    block = isa.decode_block(isa.TIU_RNN, cmd.params)
+    assert block == isa.RnnBlock(isa.RNN_GRU, 2, 1, 1, isa.RNN_BIAS | isa.RNN_INITIAL_H, hid)
+    step = make_step(cmd, dev, "x")
+    assert step.record == recurrent_record(op)
+    step.run()
+    expected = tpu_kernel_for(op, "float")(op, [a.astype(np.float32) for a in arrays.values()])
+    for i, want in enumerate(expected):
+        at = 8192 + 256 * i
+        got = region.bytes[at : at + want.size * 2].view(np.float16).reshape(want.shape)
+        np.testing.assert_array_equal(got.astype(np.float32), want)
+
+
+def _command(opcode, operands, results, block, engine=0, kind=0):
+    from tpuc.isa.records import Command, Header
+
+    params = isa.encode_block(opcode, block)
+    header = Header(
+        opcode, engine, 1, 0, len(operands), len(results), len(params) // 128, kind=kind
+    )
+    return Command(header, operands, results, params)
+
+
+def _error(cmd) -> str:
+    from tpuc.errors import TpucError
+    from tpuc.runtime.executable import make_step
+
+    with pytest.raises(TpucError) as info:
+        make_step(cmd, _device(), "m.bmodel: subnet 0 TIU command 3")
+    return str(info.value)
+
+
+def test_malformed_commands_fail_at_load():
+    from tpuc.isa.records import ENGINE_CPU, TensorRecord
+
+    q = dict(flags=1, storage_min=-128, storage_max=127)
+    x = TensorRecord(START, "i8", (1, 1, 2, 2), scale=0.5, **q)
+    y = TensorRecord(START + 64, "i8", (1, 1, 4, 4), scale=0.25, **q)
+    nearest = isa.ResizeBlock(0, 0, 0, 0, 2, 0, -0.75, (4, 4), ())
+    cmd = _command(isa.TIU_RESIZE, [x], [y], nearest, kind=1)
+    assert "malformed TIU_RESIZE: an integer resize whose input and result types" in _error(cmd)
+    linear = isa.ResizeBlock(1, 0, 0, 0, 2, 0, -0.75, (4, 4), ())
+    cmd = _command(isa.TIU_RESIZE, [x], [y], linear, kind=1)
+    assert "an integer linear resize" in _error(cmd)
+    f = TensorRecord(START, "f32", (1, 4))
+    topk = isa.TopkBlock(-1, 2, 1, 1)
+    values, indices = (
+        TensorRecord(START + 64, "f32", (1, 2)),
+        TensorRecord(START + 96, "f32", (1, 2)),
+    )
+    message = _error(_command(isa.CPU_TOPK, [f], [values, indices], topk))
+    assert message == "m.bmodel: subnet 0 TIU command 3: CPU_TOPK on the wrong engine"
+    sfu = isa.SfuBlock(0, 0.0, 0.0)
+    message = _error(_command(isa.TIU_SFU, [f], [values], sfu, engine=ENGINE_CPU))
+    assert message.endswith("TIU_SFU on the wrong engine")
+    absent = TensorRecord(0, "f32", (), space=0xFF)
+    rnn = [TensorRecord(START, "f32", s) for s in ((2, 1, 3), (1, 15, 3), (1, 15, 5))]
+    ys = [
+        TensorRecord(START + 512, "f32", (2, 1, 1, 5)),
+        TensorRecord(START + 768, "f32", (1, 1, 5)),
+    ]
+    gru = isa.RnnBlock(isa.RNN_GRU, 1, 0, 0, isa.RNN_BIAS, 5)
+    message = _error(_command(isa.TIU_RNN, [*rnn, absent, absent], ys, gru))
+    assert "optional operands 0x0, the block says 0x1" in message
+    two = isa.RnnBlock(isa.RNN_GRU, 2, 0, 0, 0, 5)
+    message = _error(_command(isa.TIU_RNN, [*rnn, absent, absent], ys, two))
+    assert "a filter of shape [1, 15, 3] for 2 directions" in message

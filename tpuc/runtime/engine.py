@@ -387,9 +387,7 @@ BUILDERS: dict[int, Callable] = {
 
 def is_engine_level(opcode: int) -> bool:
     return (
-        opcode in isa.TIU_ENGINE_OPCODES
-        or opcode in isa.GDMA_OPCODES
-        or opcode in isa.CPU_OPCODES
+        opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES or opcode in isa.CPU_OPCODES
     )
 
 

@@ -65,7 +65,7 @@ def recurrent(step: EngineStep, b: isa.RnnBlock):
     ops = step.command.operands
     if len(ops) != operands or len(step.command.results) != results:
         raise ValueError(f"{len(ops)} operands and {len(step.command.results)} results")
-    present = sum(bit for i, bit in enumerate(_OPTIONAL[:operands - 3]) if not ops[3 + i].absent)
+    present = sum(bit for i, bit in enumerate(_OPTIONAL[: operands - 3]) if not ops[3 + i].absent)
     if present != b.present:
         raise ValueError(f"optional operands {present:#x}, the block says {b.present:#x}")
     if ops[1].shape[:1] != (b.directions,):
