@@ -6,9 +6,10 @@ transitional per-op command). Today the rules cover the integer ops the
 kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
 (one CVT per input into its window of the output), average pooling and
 ReduceSum/Mean, the table lookup, and the float activations (one TIU_SFU
-each). Each block holds exactly what the TPU interpreter's record
-builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
-simulator rebuilds the same record from the command alone.
+each); resizes and recurrences are in `engine_rules_resize_rnn`
+(TIU_RESIZE, TIU_RNN). Each block holds exactly what the TPU interpreter's
+record builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so
+the simulator rebuilds the same record from the command alone.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
 `Reduce`, each with its `Requant`; `Lut`; `Unary`) once, when the bmodel is loaded; running
 the step reads the operands from device memory, calls `tpuc.kernels`, and
 writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
-copies. This module imports no dialect, pass or interpreter (an import
-contract checks it): the steps here are the simulator on the instruction
-set alone.
+copies. Later opcodes register their builders from their own modules
+(`engine_resize_rnn`: TIU_RESIZE, TIU_RNN; `engine_cpu`: the CPU subnets'
+host functions, which run as engine steps too). This module imports no
+dialect, pass or interpreter (an import contract checks it): the steps here
+are the simulator on the instruction set alone.
 """
 
 from __future__ import annotations

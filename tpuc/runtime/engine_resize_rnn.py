@@ -54,6 +54,8 @@ def resize(step: EngineStep, b: isa.ResizeBlock):
 
 RNN_SHAPES = {isa.RNN_LSTM: (6, 3, rnn.lstm), isa.RNN_GRU: (5, 2, rnn.gru)}
 """cell -> (operands, results, kernel)."""
+OPTIONAL = (isa.RNN_BIAS, isa.RNN_INITIAL_H, isa.RNN_INITIAL_C)
+"""The `present` bit of operands 3, 4, 5."""
 
 
 def recurrent(step: EngineStep, b: isa.RnnBlock):
@@ -65,7 +67,7 @@ def recurrent(step: EngineStep, b: isa.RnnBlock):
     ops = step.command.operands
     if len(ops) != operands or len(step.command.results) != results:
         raise ValueError(f"{len(ops)} operands and {len(step.command.results)} results")
-    present = sum(bit for i, bit in enumerate(_OPTIONAL[: operands - 3]) if not ops[3 + i].absent)
+    present = sum(bit for bit, r in zip(OPTIONAL, ops[3:], strict=False) if not r.absent)
     if present != b.present:
         raise ValueError(f"optional operands {present:#x}, the block says {b.present:#x}")
     if ops[1].shape[:1] != (b.directions,):
@@ -73,8 +75,6 @@ def recurrent(step: EngineStep, b: isa.RnnBlock):
     record = rnn.Recurrent(b.hidden, bool(b.batch_first), bool(b.linear_before_reset))
     return record, _rounded_results(step, kernel), tuple(range(operands))
 
-
-_OPTIONAL = (isa.RNN_BIAS, isa.RNN_INITIAL_H, isa.RNN_INITIAL_C)
 
 BUILDERS[isa.TIU_RESIZE] = resize
 BUILDERS[isa.TIU_RNN] = recurrent
