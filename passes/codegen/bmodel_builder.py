@@ -2,7 +2,7 @@
 
 The coefficient blob is the weights laid out at their assigned addresses;
 each subnet becomes a SubNet (TPU: one CmdGroup with the TIU and GDMA
-streams; CPU: one CpuParam per op, holding the op's command); the network's
+streams; CPU: one CpuParam per op, holding the op's host-function command); the network's
 inputs and outputs become Tensors with their addresses and quantization.
 `tensor_locations` lists every tensor's address for the debug json that
 model_deploy writes next to the bmodel (TPU-MLIR's tensor_location.json).
@@ -44,6 +44,7 @@ from tpuc.isa.records import (
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
 from tpuc.passes.codegen.commands import op_commands, tensor_record, tiu_command
+from tpuc.passes.codegen.cpu_rules import cpu_commands
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
 
@@ -127,7 +128,9 @@ def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValu
             subnet.next_ids = [sid + 1]
         if mode == "CPU":
             for layer_id, op in members[sid]:
-                cmd = tiu_command(op, layer_id, engine=ENGINE_CPU)
+                cmd = cpu_commands(op, layer_id)
+                if cmd is None:  # no host-function rule: the transitional per-op command
+                    cmd = tiu_command(op, layer_id, engine=ENGINE_CPU)
                 subnet.cpu_params.append(CpuParam(cmd.header.opcode, cmd.pack()))
         else:
             commands = [c for layer_id, op in members[sid] for c in op_commands(op, layer_id)]

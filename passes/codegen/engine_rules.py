@@ -6,9 +6,10 @@ transitional per-op command). Today the rules cover the integer ops the
 kernel library has records for: convolutions, matmul, Add/Sub/Mul, Concat
 (one CVT per input into its window of the output), average pooling and
 ReduceSum/Mean, the table lookup, and the float activations (one TIU_SFU
-each). Each block holds exactly what the TPU interpreter's record
-builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so the
-simulator rebuilds the same record from the command alone.
+each); resizes and recurrences are in `engine_rules_resize_rnn`
+(TIU_RESIZE, TIU_RNN). Each block holds exactly what the TPU interpreter's
+record builder (`tpuc.interp.tpu_kernels.params`) reads from the op, so
+the simulator rebuilds the same record from the command alone.
 """
 
 from __future__ import annotations
@@ -635,5 +636,5 @@ def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
     return rule(op, layer_id) if rule is not None else None
 
 
-# Pad, Gather and Arg register their rules from their own module
-from tpuc.passes.codegen import data_rules  # noqa: E402, F401
+# rules of later op families live in their own modules and register into ENGINE_RULES
+from tpuc.passes.codegen import data_rules, engine_rules_resize_rnn  # noqa: E402, F401

@@ -135,6 +135,25 @@ VECTORS = [
         isa.SfuBlock(2, 1.0, -0.5, 1),
         "02 01 00 00 00 00 00 00  00 00 00 00 00 00 f0 3f  00 00 00 00 00 00 e0 bf",
     ),
+    (  # cubic, asymmetric, floor, exclude_outside, a = -0.5, to (4, 11) by (1.5, 2.0)
+        isa.TIU_RESIZE,
+        isa.ResizeBlock(2, 3, 2, 1, 2, 2, -0.5, (4, 11), (1.5, 2.0)),
+        "02 03 02 01 02 02 00 00  00 00 00 00 00 00 e0 bf"
+        " 04 00 00 00 0b 00 00 00"
+        + " 00" * 24  # target_shape
+        + " 00 00 00 00 00 00 f8 3f  00 00 00 00 00 00 00 40"
+        + " 00" * 48,  # scales
+    ),
+    (  # bidirectional batch-first GRU, linear_before_reset, bias and initial h, hidden 5
+        isa.TIU_RNN,
+        isa.RnnBlock(isa.RNN_GRU, 2, 1, 1, isa.RNN_BIAS | isa.RNN_INITIAL_H, 5),
+        "01 02 01 01 03 00 00 00  05 00 00 00 00 00 00 00",
+    ),
+    (  # smallest 3 along the last axis, sorted
+        isa.CPU_TOPK,
+        isa.TopkBlock(-1, 3, 0, 1),
+        "ff ff ff ff 03 00 00 00  00 01 00 00 00 00 00 00",
+    ),
 ]
 
 
@@ -183,6 +202,12 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_SFU, bytes([0, 4]) + bytes(126), "unknown SFU option code 4"),
         (isa.TIU_ARG, bytes([2]) + bytes(127), "unknown ARG mode 2"),
         (isa.GDMA_FILL, bytes(2 * RECORD_BYTES), "GDMA_FILL takes 128"),
+        (isa.TIU_RESIZE, bytes([3]) + bytes(127), r"unknown RESIZE mode.*\(3, 0, 0\)"),
+        (isa.TIU_RESIZE, bytes([0, 6]) + bytes(126), r"coordinate or nearest code \(0, 6, 0\)"),
+        (isa.TIU_RESIZE, bytes([0, 0, 0, 0, 9]) + bytes(123), "target_shape count 9 exceeds"),
+        (isa.TIU_RNN, bytes([2, 1]) + bytes(126), "unknown RNN cell 2"),
+        (isa.TIU_RNN, bytes([0, 3]) + bytes(126), "3 directions"),
+        (isa.TIU_RNN, bytes([0, 1, 0, 0, 8]) + bytes(123), "present bits 0x8"),
     ],
 )
 def test_bad_blocks(opcode, params, needle):
@@ -201,6 +226,15 @@ def test_opcodes_are_tens_and_disjoint_from_per_op():
     assert len(isa.ENGINE_OPCODES) == len(set(isa.ENGINE_OPCODES.values()))
     transitional = set(OP_CODES.values())
     assert not transitional & (set(isa.ENGINE_OPCODES.values()) - {isa.GDMA_MOVE})
+    assert all(0x600 <= c <= 0x60F for c in isa.CPU_OPCODES) and isa.CPU_TOPK in isa.CPU_OPCODES
+
+
+def test_resize_codes_name_the_kernels_modes():
+    """Every coordinate and nearest mode of the kernel library has a code."""
+    from tpuc.kernels import resize
+
+    assert set(isa.RESIZE_COORD_MODES) == set(resize.COORD)
+    assert set(isa.RESIZE_NEAREST_MODES) == set(resize.NEAREST)
 
 
 # --- docs/isa.md block tables ------------------------------------------------------------
@@ -250,6 +284,9 @@ BLOCK_TITLES = {
     isa.TIU_ARG: "TIU_ARG block",
     isa.GDMA_FILL: "GDMA_FILL block",
     isa.GDMA_GATHER: "GDMA_GATHER block",
+    isa.TIU_RESIZE: "TIU_RESIZE block",
+    isa.TIU_RNN: "TIU_RNN block",
+    isa.CPU_TOPK: "CPU_TOPK block",
 }
 
 

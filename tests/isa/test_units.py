@@ -137,3 +137,34 @@ def test_fill_gather_and_arg_are_priced():
     task = compute_task(arg)
     assert task.unit is Unit.POOL and task.work == 32
     assert [p.kind for p in command_phases(arg)] == ["load", "compute", "store"]
+
+
+def test_resize_and_rnn_are_priced():
+    """TIU_RESIZE: output elements × taps^(resized axes) on the pool unit;
+    TIU_RNN: the sequence's MACs on matmul, then gate work on sfu and arith."""
+    from tpuc.isa import engine as isa
+
+    inp = TensorRecord(0x1000, "f16", (1, 3, 5, 6))
+    out = TensorRecord(0x2000, "f16", (1, 3, 10, 6))  # one resized axis
+    for mode, taps in ((0, 1), (1, 2), (2, 4)):
+        block = isa.ResizeBlock(mode, 0, 0, 0, 2, 0, -0.75, (10, 6), ())
+        params = isa.encode_block(isa.TIU_RESIZE, block)
+        header = Header(isa.TIU_RESIZE, TIU_CODE, 1, 0, 1, 1, 1)
+        task = compute_task(Command(header, [inp], [out], params))
+        assert (task.unit, task.work, task.element_bytes) == (Unit.POOL, 180 * taps, 2)
+    # bidirectional LSTM: seq 7, batch 2, input 3, hidden 5
+    x = TensorRecord(0x1000, "f32", (7, 2, 3))
+    w = TensorRecord(0x2000, "f32", (2, 20, 3))
+    r = TensorRecord(0x3000, "f32", (2, 20, 5))
+    absent = TensorRecord(0, "f32", (), space=0xFF)
+    ys = [TensorRecord(0x4000, "f32", (7, 2, 2, 5)), *[TensorRecord(0x5000, "f32", (2, 2, 5))] * 2]
+    params = isa.encode_block(isa.TIU_RNN, isa.RnnBlock(isa.RNN_LSTM, 2, 0, 0, 0, 5))
+    header = Header(isa.TIU_RNN, TIU_CODE, 1, 0, 6, 3, 1)
+    cmd = Command(header, [x, w, r, absent, absent, absent], ys, params)
+    compute = [p.task for p in command_phases(cmd) if p.kind == "compute"]
+    cells = 5 * 7 * 2 * 2  # hidden × seq × batch × directions
+    assert [(t.unit, t.work) for t in compute] == [
+        (Unit.MATMUL, 4 * cells * (3 + 5)),
+        (Unit.SFU, 5 * cells),
+        (Unit.ARITH, 4 * cells),
+    ]

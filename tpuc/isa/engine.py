@@ -32,6 +32,8 @@ TIU_SFU = 0x207  # float unary functions and activations (function code = the Un
 TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
 TIU_NORM = 0x209  # float normalizations over axes: softmax, layer/instance/group/batch norm, LRN
 TIU_ARG = 0x20C  # index of the max / min along one axis (ArgMax, ArgMin)
+TIU_RESIZE = 0x20A  # resize (ONNX Resize): nearest / linear / cubic taps per resized axis
+TIU_RNN = 0x20B  # a whole LSTM / GRU sequence: matmuls on the cube, gates on arith / SFU
 
 GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
 GDMA_LOAD = 0x401  # global -> local
@@ -39,6 +41,8 @@ GDMA_STORE = 0x402  # local -> global
 GDMA_L2L = 0x403  # local -> local
 GDMA_FILL = 0x404  # every destination element := one constant
 GDMA_GATHER = 0x405  # destination := source rows picked along one axis by an index tensor
+
+CPU_TOPK = 0x600  # host function: TopK (0x600-0x60F: CPU functions, TPU-MLIR's cpu layers)
 
 ENGINE_OPCODES: dict[str, int] = {
     "TIU_CONV": TIU_CONV,
@@ -52,16 +56,21 @@ ENGINE_OPCODES: dict[str, int] = {
     "TIU_FARITH": TIU_FARITH,
     "TIU_NORM": TIU_NORM,
     "TIU_ARG": TIU_ARG,
+    "TIU_RESIZE": TIU_RESIZE,
+    "TIU_RNN": TIU_RNN,
     "GDMA_MOVE": GDMA_MOVE,
     "GDMA_LOAD": GDMA_LOAD,
     "GDMA_STORE": GDMA_STORE,
     "GDMA_L2L": GDMA_L2L,
     "GDMA_FILL": GDMA_FILL,
     "GDMA_GATHER": GDMA_GATHER,
+    "CPU_TOPK": CPU_TOPK,
 }
 ENGINE_NAMES: dict[int, str] = {code: name for name, code in ENGINE_OPCODES.items()}
 TIU_ENGINE_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("TIU_"))
 GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("GDMA_"))
+CPU_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("CPU_"))
+"""Host functions of CPU subnets (header engine ENGINE_CPU; 0x600-0x60F reserved)."""
 
 # --- enumerations inside blocks -----------------------------------------------------------
 
@@ -103,10 +112,23 @@ ARG_MODES = ("ArgMax", "ArgMin")
 """TIU_ARG mode codes (index = code): `tpuc.kernels.reduce.Arg` modes."""
 ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
 """Requant round mode codes (index = code); tpuc.numerics.ROUND_MODES' names."""
+RESIZE_MODES = ("nearest", "linear", "cubic")
+"""TIU_RESIZE mode codes (index = code; append only): `Interp.mode`."""
+RESIZE_COORD_MODES = (
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+    "half_pixel_symmetric",
+)  # fmt: skip
+"""TIU_RESIZE coordinate transformation codes (append only): `Interp.coord_mode`."""
+RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+"""TIU_RESIZE nearest rounding codes (append only): `Interp.nearest_mode`."""
+RNN_LSTM, RNN_GRU = 0, 1
+RNN_BIAS, RNN_INITIAL_H, RNN_INITIAL_C = 1, 2, 4
+"""TIU_RNN `present` bits: which optional operands (3, 4, 5) the command carries."""
 
 MAX_SPATIAL = 3  # conv / pool spatial axes
 MAX_INPUTS = 4  # ARITH inputs
 MAX_AXES = 8  # REDUCE axes
+MAX_RESIZE_AXES = 8  # RESIZE target dims
 
 
 class BlockError(ValueError):
@@ -287,6 +309,47 @@ class GatherBlock:
 
 
 @dataclass(frozen=True)
+class ResizeBlock:
+    """ONNX Resize of the trailing `n_target` dims to `target_shape`
+    (`tpuc.kernels.resize.Interp`); `scales` (when `n_scales`) are the
+    model's factors for those dims. `cubic_coeff_a` NaN: unset (None)."""
+
+    mode: int  # index into RESIZE_MODES
+    coord_mode: int  # index into RESIZE_COORD_MODES
+    nearest_mode: int  # index into RESIZE_NEAREST_MODES
+    exclude_outside: int
+    n_target: int
+    n_scales: int
+    cubic_coeff_a: float
+    target_shape: tuple[int, ...]
+    scales: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RnnBlock:
+    """A whole LSTM / GRU sequence (`tpuc.kernels.rnn.Recurrent`):
+    operands x, W, R, then B, initial h (and c) as `present` says."""
+
+    cell: int  # RNN_LSTM / RNN_GRU
+    directions: int  # 1 forward, 2 bidirectional
+    batch_first: int
+    linear_before_reset: int  # GRU only
+    present: int  # RNN_BIAS | RNN_INITIAL_H | RNN_INITIAL_C
+    hidden: int  # 0: from R's shape
+
+
+@dataclass(frozen=True)
+class TopkBlock:
+    """CPU TopK along `axis` (`tpuc.kernels.reduce.TopK`): values, then
+    indices as float32; `sorted` is carried (values always come sorted)."""
+
+    axis: int
+    k: int
+    largest: int
+    sorted: int
+
+
+@dataclass(frozen=True)
 class Layout:
     """One opcode's block: its struct, its record class, how fields map
     to struct items (a name, or (name, count) for a fixed-size array)."""
@@ -384,6 +447,31 @@ BLOCKS: dict[int, Layout] = {
     ),
     GDMA_FILL: Layout(struct.Struct("<d"), FillBlock, ("value",), False),
     GDMA_GATHER: Layout(struct.Struct("<i4x"), GatherBlock, ("axis",), False),
+    TIU_RESIZE: Layout(
+        struct.Struct(f"<BBBBBB2xd{MAX_RESIZE_AXES}I{MAX_RESIZE_AXES}d"),
+        ResizeBlock,
+        (
+            "mode",
+            "coord_mode",
+            "nearest_mode",
+            "exclude_outside",
+            "n_target",
+            "n_scales",
+            "cubic_coeff_a",
+            ("target_shape", MAX_RESIZE_AXES),
+            ("scales", MAX_RESIZE_AXES),
+        ),
+        False,
+    ),
+    TIU_RNN: Layout(
+        struct.Struct("<BBBBB3xI4x"),
+        RnnBlock,
+        ("cell", "directions", "batch_first", "linear_before_reset", "present", "hidden"),
+        False,
+    ),
+    CPU_TOPK: Layout(
+        struct.Struct("<iIBB6x"), TopkBlock, ("axis", "k", "largest", "sorted"), False
+    ),
 }
 """opcode -> its parameter block (GDMA_MOVE, LOAD, STORE and L2L have none)."""
 
@@ -400,6 +488,8 @@ COUNTS = {
     ("pads", PoolBlock): "n_pads",
     ("axes", ReduceBlock): "n_axes",
     ("coeff", FarithBlock): "n_coeff",
+    ("target_shape", ResizeBlock): "n_target",
+    ("scales", ResizeBlock): "n_scales",
 }
 """Array field -> the field holding how many of its slots are used (the rest are 0)."""
 
@@ -484,4 +574,25 @@ def decode_block(opcode: int, params: bytes):
             raise BlockError(f"unknown SFU function code {fields['function']}")
         if fields["option"] >= len(SFU_OPTIONS):
             raise BlockError(f"unknown SFU option code {fields['option']}")
+    _check_codes(layout.cls, fields)
     return layout.cls(**fields)
+
+
+def _check_codes(cls: type, fields: dict) -> None:
+    """Enumeration fields of the later blocks against their tables."""
+    if cls is ResizeBlock and (
+        fields["mode"] >= len(RESIZE_MODES)
+        or fields["coord_mode"] >= len(RESIZE_COORD_MODES)
+        or fields["nearest_mode"] >= len(RESIZE_NEAREST_MODES)
+    ):
+        modes = (fields["mode"], fields["coord_mode"], fields["nearest_mode"])
+        raise BlockError(f"unknown RESIZE mode, coordinate or nearest code {modes}")
+    if cls is RnnBlock and (
+        fields["cell"] > RNN_GRU
+        or fields["directions"] not in (1, 2)
+        or fields["present"] > RNN_BIAS | RNN_INITIAL_H | RNN_INITIAL_C
+    ):
+        raise BlockError(
+            f"unknown RNN cell {fields['cell']}, {fields['directions']} directions "
+            f"or present bits {fields['present']:#x}"
+        )

@@ -113,6 +113,8 @@ ENGINE_UNITS: dict[int, Unit] = {
     isa.TIU_FARITH: Unit.ARITH,
     isa.TIU_NORM: Unit.SFU,
     isa.TIU_ARG: Unit.POOL,
+    isa.TIU_RESIZE: Unit.POOL,
+    isa.TIU_RNN: Unit.MATMUL,
 }
 """Engine-level TIU opcode -> its unit class (docs/isa.md)."""
 
@@ -141,10 +143,59 @@ def engine_task(cmd: Command) -> Task:
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
     if code in (isa.TIU_REDUCE, isa.TIU_ARG):  # a compare-reduce over the input
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))
+    if code == isa.TIU_RESIZE:
+        return Task(unit, resize_taps(cmd, block), _widest(cmd))
+    if code == isa.TIU_RNN:
+        return Task(unit, rnn_work(cmd, block)[0], element_bytes(cmd.operands[0].dtype))
     if code == isa.TIU_FARITH and isa.FARITH_OPS[block.op] in ("Div", "Pow"):
         unit = Unit.SFU  # division and power go through the special-function unit
     tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
     return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
+
+
+RESIZE_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
+"""Source elements per output element and resized axis."""
+
+
+def resize_taps(cmd: Command, block: isa.ResizeBlock) -> int:
+    """Window elements of a resize: output elements × taps per resized axis
+    (an axis whose size changes), as a depthwise window on the pool unit."""
+    inp, out = cmd.operands[0], cmd.results[0]
+    resized = sum(i != o for i, o in zip(inp.shape, out.shape, strict=False))
+    return elements(out) * RESIZE_TAPS[isa.RESIZE_MODES[block.mode]] ** resized
+
+
+RNN_GATES = {isa.RNN_LSTM: 4, isa.RNN_GRU: 3}
+RNN_ELEMENTWISE = {isa.RNN_LSTM: (5, 4), isa.RNN_GRU: (3, 5)}
+"""cell -> (SFU activations, arith products/sums) per hidden unit and step:
+LSTM σ(i, o, f), tanh(c̃), tanh(c); f·c, i·c̃, their sum, o·tanh(c).
+GRU σ(z, r), tanh(h̃); r·(…), 1 − z, (1 − z)·h̃, z·h, their sum."""
+
+
+def rnn_work(cmd: Command, block: isa.RnnBlock) -> tuple[int, int, int]:
+    """(matmul MACs, SFU elements, arith elements) of a whole sequence:
+    MACs = gates × hidden × (input + hidden) × seq × batch × directions."""
+    x, _, r = cmd.operands[:3]
+    hidden = r.shape[-1] if r.shape else 0
+    steps = elements(x) // max(x.shape[-1], 1)  # seq × batch
+    cells = hidden * steps * block.directions
+    macs = RNN_GATES[block.cell] * cells * (x.shape[-1] + hidden)
+    sfu, arith = RNN_ELEMENTWISE[block.cell]
+    return macs, sfu * cells, arith * cells
+
+
+def gate_tasks(cmd: Command) -> tuple[Task, ...]:
+    """The elementwise work after an RNN's matmuls (SFU, then arith); none
+    for other commands."""
+    if cmd.header.opcode != isa.TIU_RNN:
+        return ()
+    try:
+        block = isa.decode_block(isa.TIU_RNN, cmd.params)
+    except isa.BlockError as exc:
+        raise ValueError(str(exc)) from None
+    _, sfu, arith = rnn_work(cmd, block)
+    width = _widest(cmd)
+    return Task(Unit.SFU, sfu, width), Task(Unit.ARITH, arith, width)
 
 
 def compute_task(cmd: Command) -> Task:
@@ -192,6 +243,7 @@ def command_phases(cmd: Command) -> tuple[Phase, ...]:
     loads = sum(t.nbytes for t in cmd.operands if not t.absent and _global(t))
     stores = sum(t.nbytes for t in cmd.results if _global(t))
     phases = [Phase(compute_task(cmd), "compute")]
+    phases += [Phase(task, "compute") for task in gate_tasks(cmd)]
     if loads:
         phases.insert(0, _move(loads, Direction.DDR_TO_LMEM, "load"))
     if stores:

@@ -5,9 +5,11 @@ library's frozen records (`Conv`, `MatMul`, `Eltwise`, `Concat`, `Pool`,
 `Reduce`, each with its `Requant`; `Lut`; `Unary`) once, when the bmodel is loaded; running
 the step reads the operands from device memory, calls `tpuc.kernels`, and
 writes the results. GDMA commands (MOVE, LOAD, STORE, L2L) are strided
-copies. This module imports no dialect, pass or interpreter (an import
-contract checks it): the steps here are the simulator on the instruction
-set alone.
+copies. Later opcodes register their builders from their own modules
+(`engine_resize_rnn`: TIU_RESIZE, TIU_RNN; `engine_cpu`: the CPU subnets'
+host functions, which run as engine steps too). This module imports no
+dialect, pass or interpreter (an import contract checks it): the steps here
+are the simulator on the instruction set alone.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
-from tpuc.isa.records import TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
+from tpuc.isa.records import ENGINE_CPU, TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
 from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
@@ -386,7 +388,9 @@ BUILDERS: dict[int, Callable] = {
 
 
 def is_engine_level(opcode: int) -> bool:
-    return opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES
+    return (
+        opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES or opcode in isa.CPU_OPCODES
+    )
 
 
 def engine_step(command: Command, device: Device, what: str) -> Step:
@@ -395,8 +399,15 @@ def engine_step(command: Command, device: Device, what: str) -> Step:
     opcode = command.header.opcode
     if opcode in isa.GDMA_OPCODES and opcode not in BUILDERS:
         return CopyStep(command, device, what)
+    if (command.header.opcode in isa.CPU_OPCODES) != (command.header.engine == ENGINE_CPU):
+        raise TpucError(f"{what}: {isa.ENGINE_NAMES[command.header.opcode]} on the wrong engine")
     return EngineStep(command, device, what)
 
 
 # GDMA_FILL, GDMA_GATHER, TIU_ARG: their builders register into BUILDERS
-from tpuc.runtime import engine_data  # noqa: E402, F401
+# builders of later opcodes, in their own modules (they register into BUILDERS)
+from tpuc.runtime import (  # noqa: E402, F401
+    engine_cpu,
+    engine_data,  # noqa: E402, F401
+    engine_resize_rnn,
+)
