@@ -404,10 +404,5 @@ def engine_step(command: Command, device: Device, what: str) -> Step:
     return EngineStep(command, device, what)
 
 
-# GDMA_FILL, GDMA_GATHER, TIU_ARG: their builders register into BUILDERS
-# builders of later opcodes, in their own modules (they register into BUILDERS)
-from tpuc.runtime import (  # noqa: E402, F401
-    engine_cpu,
-    engine_data,  # noqa: E402, F401
-    engine_resize_rnn,
-)
+# builders of later opcodes live in their own modules and register into BUILDERS
+from tpuc.runtime import engine_cpu, engine_data, engine_resize_rnn  # noqa: E402, F401
