@@ -3,7 +3,7 @@
 (issue 16, item 6).
 
 For each thread count N, in a fresh process with OMP_NUM_THREADS=N,
-OPENBLAS_NUM_THREADS=N and TPUC_THREADS=N (and SOURCE_DATE_EPOCH fixed),
+OPENBLAS_NUM_THREADS=N and TPUC_THREADS=N (SOURCE_DATE_EPOCH fixed, this checkout first on PYTHONPATH),
 in the same working folder (paths inside files stay equal):
 - the demo (`tpuc-demo`: transform, calibration, INT8 deploy, model_runner);
 - a residual CNN (tests/support/resblock.py): model_transform,
@@ -81,12 +81,12 @@ def run_pipeline(work: Path, threads: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
     (work / "rb").mkdir(parents=True)
     env = dict(os.environ, SOURCE_DATE_EPOCH="0", TPUC_THREADS=str(threads))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     for cmd in pipeline_commands(work):
         done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"threads={threads}: {cmd[0]} failed:\n{done.stdout}{done.stderr}")
-        # a TPU interpreter run of each deployed module, too
     for tpu in sorted((work / "rb").glob("rb_*_tpu.mlir")):
         out = tpu.with_name(tpu.stem + "_run.npz")
         cmd = ["model_runner.py", "--input", str(work / "rb" / "in.npz"), "--model", str(tpu),
