@@ -71,6 +71,13 @@ class _Checker:
         produced = {self.key(t) for s in p.subnets for t in s.outputs} | {
             self.key(t) for t in p.inputs
         }
+        read = {self.key(t) for s in p.subnets for t in s.inputs}
+        for t in p.inputs:
+            if self.key(t) not in read:
+                raise self.fail(
+                    f"input '{t.name}' (at {t.device_addr:#x}, {list(t.shape)} {t.dtype}) is "
+                    "read by no subnet"
+                )
         lo, hi = self.regions["coefficients"]
         for t in p.outputs:
             if self.key(t) not in produced and not lo <= t.device_addr < hi:
@@ -91,6 +98,8 @@ class _Checker:
         if count > MAX_ELEMENTS:
             raise self.fail(f"{what}: shape {list(t.shape)} is implausibly large")
         nbytes = count * DTYPE_BYTES[t.dtype]
+        if t.device_addr % DTYPE_BYTES[t.dtype]:
+            raise self.fail(f"{what}: address {t.device_addr:#x} is not aligned to its {t.dtype}")
         if t.size != nbytes:
             raise self.fail(
                 f"{what}: size {t.size} bytes, but shape {list(t.shape)} of {t.dtype} "

@@ -58,7 +58,7 @@ def check_command(command: Command, device: Device, what: str) -> None:
                 raise CommandError(f"result {i} is absent")
             _check_record(record, device)
         _check_shapes(command)
-    except CommandError as exc:
+    except (CommandError, TpucError) as exc:
         raise TpucError(f"{what}: {exc}") from None
     except (isa.BlockError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise TpucError(f"{what}: malformed command: {exc}") from None
@@ -84,7 +84,9 @@ def _check_record(record: TensorRecord, device: Device) -> None:
         return
     if record.dtype not in ELEMENT_TYPES:
         raise CommandError(f"record of unknown element type {record.dtype!r}")
-    region = device.region(record, "record")  # TpucError: outside the bmodel's memory
+    if record.addr % element_bytes(record.dtype):
+        raise CommandError(f"address {record.addr:#x} is not aligned to its {record.dtype}")
+    region = device.region(record, f"a {record.dtype} record")  # TpucError: outside memory
     count = math.prod(record.shape)
     if count * element_bytes(record.dtype) > SPREAD * region.size + SLACK_BYTES:
         raise CommandError(
