@@ -189,9 +189,7 @@ def classify(data: bytes, inputs: dict, reference: dict) -> tuple[str, str]:
 def worker(spec: str) -> None:
     """Read case indices on stdin, answer one JSON line each."""
     config = json.loads(spec)
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    resource.setrlimit(resource.RLIMIT_DATA, (usage + config["limit_bytes"], hard))
+    limit_memory(config["limit_bytes"])
     original = Path(config["bmodel"]).read_bytes()
     inputs = dict(np.load(config["inputs"]))
     status, reference = run_bytes(original, inputs)
@@ -203,15 +201,26 @@ def worker(spec: str) -> None:
         print(json.dumps({"case": index, "outcome": outcome, "detail": detail[:300]}), flush=True)
 
 
+def limit_memory(limit_bytes: int) -> None:
+    """At most `limit_bytes` more data memory for this process (numpy's
+    arrays included): a larger allocation raises MemoryError."""
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    resource.setrlimit(resource.RLIMIT_DATA, (usage + limit_bytes, hard))
+
+
 class Worker:
-    def __init__(self, config: dict):
-        self.config = config
+    """A worker process (`script --worker CONFIG`) answering one JSON line
+    per case index it reads."""
+
+    def __init__(self, config: dict, script: str = __file__):
+        self.config, self.script = config, script
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         env = dict(os.environ, TPUC_THREADS="1", OMP_NUM_THREADS="1")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        cmd = [sys.executable, __file__, "--worker", json.dumps(self.config)]
+        cmd = [sys.executable, self.script, "--worker", json.dumps(self.config)]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, bufsize=1
         )

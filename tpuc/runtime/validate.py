@@ -31,6 +31,7 @@ from tpuc.runtime.device import Device
 # in (stride-0 broadcasts read less than they name), plus SLACK_BYTES.
 SPREAD = 16
 SLACK_BYTES = 1 << 20
+MAX_STRIDE = 1 << 40  # elements; (numpy takes byte strides up to 2^63)
 QUANT_RANGES = {
     "i8": (-128, 127),
     "u8": (0, 255),
@@ -84,6 +85,8 @@ def _check_record(record: TensorRecord, device: Device) -> None:
         return
     if record.dtype not in ELEMENT_TYPES:
         raise CommandError(f"record of unknown element type {record.dtype!r}")
+    if any(abs(s) > MAX_STRIDE for s in record.strides):
+        raise CommandError(f"strides {list(record.strides)} exceed any memory")
     if record.addr % element_bytes(record.dtype):
         raise CommandError(f"address {record.addr:#x} is not aligned to its {record.dtype}")
     region = device.region(record, f"a {record.dtype} record")  # TpucError: outside memory
