@@ -261,7 +261,9 @@ def campaign(bmodel: Path, inputs: Path, kind: str, cases: int, seed: int) -> Co
                 kind == "raw" and result["outcome"] == "changed"
             )
             if bad:
-                print(f"  {bmodel.name} {kind} case {index}: {result['outcome']}: {result['detail']}")
+                print(
+                    f"  {bmodel.name} {kind} case {index}: {result['outcome']}: {result['detail']}"
+                )
     finally:
         pool.stop()
     rate = cases / max(1e-9, time.time() - start)
@@ -295,7 +297,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     models = build_models(work)
     failed = False
-    for mode, path in models.items():
+    for path in models.values():
         for kind, cases in (("raw", args.cases), ("resigned", args.resigned)):
             counts = campaign(path, work / "in.npz", kind, cases, args.seed)
             failed |= bool(counts["exception"] or counts["hang"])

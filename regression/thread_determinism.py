@@ -3,7 +3,8 @@
 (issue 16, item 6).
 
 For each thread count N, in a fresh process with OMP_NUM_THREADS=N,
-OPENBLAS_NUM_THREADS=N and TPUC_THREADS=N (SOURCE_DATE_EPOCH fixed, this checkout first on PYTHONPATH),
+OPENBLAS_NUM_THREADS=N and TPUC_THREADS=N (SOURCE_DATE_EPOCH fixed, this
+checkout first on PYTHONPATH),
 in the same working folder (paths inside files stay equal):
 - the demo (`tpuc-demo`: transform, calibration, INT8 deploy, model_runner);
 - a residual CNN (tests/support/resblock.py): model_transform,

@@ -67,13 +67,20 @@ def test_top_interpreter_bytes_do_not_depend_on_threads(resblock, monkeypatch):
 def test_tpu_interpreter_and_simulator_bytes_do_not_depend_on_threads(resblock, mode, tmp_path):
     argv = ["--mlir", str(resblock / "rb.mlir"), "--chip", "bm1684x", "--quantize", mode]
     argv += ["--calibration_table", str(resblock / "rb_cali_table")] if mode == "INT8" else []
-    argv += ["--test_input", str(resblock / "rb_in_f32.npz"), "--model", str(tmp_path / "rb.bmodel")]
+    argv += [
+        "--test_input",
+        str(resblock / "rb_in_f32.npz"),
+        "--model",
+        str(tmp_path / "rb.bmodel"),
+    ]
     assert model_deploy.run(argv) == 0
     module, store = load_module(next(tmp_path.glob("rb_*_tpu.mlir")))
     x = dict(np.load(resblock / "in.npz"))
     interpreted, simulated = set(), set()
     for threads in THREADS:
-        interpreted.add(digest(TpuInterpreter(module, threads=threads).run(store, x, dump_all=True)))
+        interpreted.add(
+            digest(TpuInterpreter(module, threads=threads).run(store, x, dump_all=True))
+        )
         program = load_bmodel(tmp_path / "rb.bmodel", threads=threads)
         simulated.add(digest(program.run(x)))
     assert len(interpreted) == 1

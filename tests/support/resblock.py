@@ -20,7 +20,9 @@ def resblock_model(path: Path, width: int = 32) -> Path:
     inits = []
 
     def init(name, shape, scale):
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name))
+        inits.append(
+            numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+        )
         return name
 
     def conv(x, y, cin, cout, stride=1):
@@ -44,8 +46,13 @@ def resblock_model(path: Path, width: int = 32) -> Path:
         node("Relu", ["c3"], ["r3"], name="r3"),
         node("GlobalAveragePool", ["r3"], ["p"], name="gap"),
         node("Flatten", ["p"], ["f"], name="flat"),
-        node("Gemm", ["f", init("fc_w", (10, wide), 0.2), init("fc_b", (10,), 0.1)], ["logits"],
-             transB=1, name="fc"),
+        node(
+            "Gemm",
+            ["f", init("fc_w", (10, wide), 0.2), init("fc_b", (10,), 0.1)],
+            ["logits"],
+            transB=1,
+            name="fc",
+        ),
         node("Softmax", ["logits"], ["prob"], axis=1, name="softmax"),
     ]
     graph = helper.make_graph(

@@ -147,7 +147,8 @@ class _Checker:
         ):
             if nbytes != len(data):
                 raise self.fail(
-                    f"{where}: the {engine} stream has {len(data)} bytes, its cmd_byte says {nbytes}"
+                    f"{where}: the {engine} stream has {len(data)} bytes, "
+                    f"its cmd_byte says {nbytes}"
                 )
             if bool(count) != bool(data):
                 raise self.fail(f"{where}: {count} {engine} commands in {len(data)} bytes")

@@ -52,7 +52,7 @@ class CommandError(ValueError):
 def check_command(command: Command, device: Device, what: str) -> None:
     """One-line TpucError naming `what` if the command is malformed."""
     try:
-        for i, record in enumerate(command.operands):
+        for record in command.operands:
             _check_record(record, device)
         for i, record in enumerate(command.results):
             if record.absent:
@@ -112,9 +112,7 @@ def _check_quantized(r: TensorRecord) -> None:
             f"storage range [{r.storage_min}, {r.storage_max}] does not fit {r.dtype}"
         )
     if not r.storage_min <= r.zero_point <= r.storage_max:
-        raise CommandError(
-            f"zero point {r.zero_point} outside [{r.storage_min}, {r.storage_max}]"
-        )
+        raise CommandError(f"zero point {r.zero_point} outside [{r.storage_min}, {r.storage_max}]")
 
 
 # --- result shapes by opcode ------------------------------------------------------------------
