@@ -89,3 +89,20 @@ def test_loader_edits_load_or_fail_with_one_line(modules, edits):
     except TpucError as exc:
         assert "\n" not in str(exc)
     assert time.perf_counter() - start < LIMIT_SECONDS
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [  # what regression/fuzz_mlir.py found
+        ("pads = [1 : i64, 1 : i64,", "pads = [1 : i64, 4294967297 : i64,"),  # past a u32 field
+        ('module.name = "cnn"', 'module.name = "c\\00n"'),  # a NUL in the output names
+    ],
+)
+def test_found_cases_through_model_deploy(modules, prepared, old, new):
+    text = modules["top"].read_text()
+    assert old in text
+    path = modules["top"].with_name("fuzz_found.mlir")
+    path.write_text(text.replace(old, new, 1))
+    main, argv = tool_argv("deploy", path, prepared, random.Random(1))
+    outcome, detail = run_tool(main, argv)
+    assert outcome == "error", detail
