@@ -139,8 +139,6 @@ class _Checker:
                 self.tensor(t, f"{where} output '{t.name}'")
 
     def group(self, group: CmdGroup, where: str) -> None:
-        if group.bdc_num + group.gdma_num == 0:
-            raise self.fail(f"{where}: no command (bdc_num and gdma_num are 0)")
         for engine, data, count, nbytes in (
             ("TIU", group.bdc, group.bdc_num, group.bdc_cmd_byte),
             ("GDMA", group.gdma, group.gdma_num, group.gdma_cmd_byte),
