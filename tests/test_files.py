@@ -92,6 +92,17 @@ def test_protected_input_is_refused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz"]
 
 
+def test_nul_in_an_output_name_is_one_line(tmp_path):
+    """A damaged module name becomes output file names (found by
+    regression/fuzz_mlir.py through model_deploy)."""
+    with (
+        pytest.raises(TpucError, match="a file name cannot contain a NUL byte$"),
+        OutputSet() as out,
+    ):
+        out.write_text(tmp_path / "m\0_tpu.mlir", "x")
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- unreadable inputs say why (issue 16) ------------------------------------------------
 
 

@@ -44,3 +44,18 @@ def test_undecodable_bytes():
     with pytest.raises(TpucError) as info:
         decode_ir(b'module {\n "\xff" }', "m.mlir")
     assert str(info.value) == "m.mlir: invalid IR: line 2: not UTF-8 text (byte 0xff at offset 11)"
+
+
+def test_huge_integer_width_is_rejected_before_xdsl():
+    """xDSL builds an iN type's bounds as N-bit Python ints: seconds and GBs
+    for a mutated width (found by regression/fuzz_mlir.py)."""
+    text = '%0 = "top.None"() {a = [1 : i4294967297], b = "i99999999", c = si64} : () -> ui8'
+    start = time.perf_counter()
+    with pytest.raises(
+        TpucError,
+        match=r"^m.mlir: invalid IR: line 1:29: integer type width "
+        r"4294967297 exceeds 65536 bits$",
+    ):
+        check_ir_text(text, "m.mlir")
+    assert time.perf_counter() - start < 0.1
+    check_ir_text(text.replace("i4294967297", "i32"), "m.mlir")  # names and strings are not types

@@ -137,6 +137,8 @@ class OutputSet:
     def _staged_file(self, path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         """A fresh temporary file next to `path`, staged once written
         (removed if writing it fails)."""
+        if "\0" in os.fspath(path):  # e.g. from a damaged module name
+            raise TpucError(f"{os.fspath(path)!r}: a file name cannot contain a NUL byte")
         target = Path(path)
         if target.resolve() in self._protected:
             raise TpucError(f"{path}: refusing to overwrite an input file")

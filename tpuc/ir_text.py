@@ -9,11 +9,18 @@ one linear pass that accepts exactly the literals xDSL's lexer accepts.
 
 from __future__ import annotations
 
+import re
+
 from tpuc.errors import TpucError
 
 _SIMPLE_ESCAPES = frozenset('"nt\\')
 _HEX = frozenset("0123456789abcdefABCDEF")
 _LINE_ENDS = frozenset("\n\v\f")
+# xDSL builds an integer type's bounds as Python ints of its width (i4294967297
+# takes seconds and 0.5 GB); MLIR allows up to 2^24 bits, tpuc needs 64.
+MAX_INT_WIDTH = 1 << 16
+_INT_TYPE = re.compile(r"[su]?i(\d+)")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.-%@#!^")
 
 
 def decode_ir(data: bytes, source: str) -> str:
@@ -40,8 +47,26 @@ def check_ir_text(text: str, source: str) -> None:
         elif char == "/" and text.startswith("//", pos):
             newline = text.find("\n", pos)
             pos = end if newline < 0 else newline + 1
+        elif char in "siu" and (pos == 0 or text[pos - 1] not in _NAME_CHARS):
+            pos = _word_end(text, pos, source)
         else:
             pos += 1
+
+
+def _word_end(text: str, start: int, source: str) -> int:
+    """The position after the bare word at `start`; an integer type's width
+    must be at most MAX_INT_WIDTH."""
+    pos = start
+    while pos < len(text) and text[pos] in _NAME_CHARS:
+        pos += 1
+    found = _INT_TYPE.fullmatch(text, start, pos)
+    if found and int(found.group(1)) > MAX_INT_WIDTH:
+        line, col = _location(text, start)
+        raise TpucError(
+            f"{source}: invalid IR: line {line}:{col}: integer type width "
+            f"{int(found.group(1))} exceeds {MAX_INT_WIDTH} bits"
+        )
+    return max(pos, start + 1)
 
 
 def _string_end(text: str, start: int, source: str) -> int:

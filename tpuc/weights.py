@@ -99,28 +99,40 @@ def live_weights(module: ModuleOp, store: WeightStore) -> WeightStore:
     return kept
 
 
+def _stored_name(op, store: WeightStore) -> str | None:
+    """A `top.Weight`'s name if its weight is in `store` (None for other ops,
+    and for a damaged Weight without a string name: the verifier reports it)."""
+    if not isinstance(op, WeightOp):
+        return None
+    name = op.attributes.get("name")
+    data = getattr(name, "data", None)
+    return data if isinstance(data, str) and data in store else None
+
+
 def weight_shape_mismatches(module: ModuleOp, store: WeightStore) -> Iterable[str]:
     """Names of weights whose stored shape differs from their IR type."""
     for op in module.walk():
-        if not isinstance(op, WeightOp) or op.tensor_name.data not in store:
+        name = _stored_name(op, store)
+        if name is None:
             continue
         t = op.output.type
-        if isinstance(t, TensorType) and tuple(t.get_shape()) != store[op.tensor_name.data].shape:
-            yield op.tensor_name.data
+        if isinstance(t, TensorType) and tuple(t.get_shape()) != store[name].shape:
+            yield name
 
 
 def check_weight_shapes(module: ModuleOp, store: WeightStore, source: str) -> None:
     """Every stored weight has the shape its `top.Weight` declares: kernels
     reshape what they read, so a 16x144 array would pass as 16x16x3x3."""
     for op in module.walk():
-        if not isinstance(op, WeightOp) or op.tensor_name.data not in store:
+        name = _stored_name(op, store)
+        if name is None:
             continue
         declared = op.output.type
         if not isinstance(declared, TensorType):
             continue
-        stored = store[op.tensor_name.data].shape
+        stored = store[name].shape
         if tuple(declared.get_shape()) != stored:
             raise TpucError(
-                f"{source}: weight '{op.tensor_name.data}' has shape {list(stored)}, "
+                f"{source}: weight '{name}' has shape {list(stored)}, "
                 f"the module declares {list(declared.get_shape())}"
             )

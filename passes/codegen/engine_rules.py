@@ -21,6 +21,7 @@ from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
+from tpuc.errors import TpucError
 from tpuc.ir import element_of, kind_of
 from tpuc.isa import engine as isa
 from tpuc.isa.records import (
@@ -52,7 +53,13 @@ def engine_command(
     layer_id: int,
     kind: int = 1,
 ) -> Command:
-    params = isa.encode_block(opcode, block)
+    try:
+        params = isa.encode_block(opcode, block)
+    except isa.BlockError as exc:  # e.g. an attribute past its field's range
+        raise TpucError(
+            f"layer {layer_id}: its {isa.ENGINE_NAMES[opcode]} parameters do not fit the "
+            f"command block ({exc})"
+        ) from None
     header = Header(
         opcode=opcode,
         engine=ENGINE_TIU,

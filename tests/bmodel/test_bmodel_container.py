@@ -92,7 +92,8 @@ def test_header_layout_and_sharing():
     data = write_bmodel(sample_model())
     magic, header_size, fb_size, bin_size, *reserved = _header(data)
     assert (magic, header_size) == (0xFF55AAEE, HEADER_SIZE)
-    assert reserved == [0] * 12
+    assert struct.pack("<I", reserved[0]) == b"TPD1"  # the digest's tag, then two digests
+    assert reserved[9:] == [0] * 3
     assert len(data) == HEADER_SIZE + fb_size + bin_size
     # the coefficients come first in the blob; GDMA and group_a are stored once
     blob = data[HEADER_SIZE + fb_size :]
@@ -171,8 +172,16 @@ def test_binary_out_of_range():
         read_bmodel(cut, "m.bmodel")
 
 
+def undigested(data: bytes) -> bytearray:
+    """The file without its header digest (as another writer leaves it), so
+    the flatbuffer parser itself sees damaged bytes."""
+    out = bytearray(data)
+    out[16:HEADER_SIZE] = bytes(HEADER_SIZE - 16)
+    return out
+
+
 def test_broken_flatbuffer():
-    data = bytearray(write_bmodel(sample_model()))
+    data = undigested(write_bmodel(sample_model()))
     data[HEADER_SIZE : HEADER_SIZE + 4] = struct.pack("<I", 0xFFFFFF00)
     with pytest.raises(TpucError, match="m.bmodel: the bmodel flatbuffer does not parse"):
         read_bmodel(bytes(data), "m.bmodel")
@@ -180,7 +189,7 @@ def test_broken_flatbuffer():
 
 def test_damaged_flatbuffer_fails_cleanly():
     """Any damaged flatbuffer byte gives a result or a TpucError, never a crash."""
-    data = write_bmodel(sample_model())
+    data = undigested(write_bmodel(sample_model()))
     fb_size = _header(data)[2]
     for at in range(HEADER_SIZE, HEADER_SIZE + fb_size, 3):
         damaged = bytearray(data)

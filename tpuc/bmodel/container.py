@@ -1,16 +1,25 @@
 """The .bmodel file: a 64-byte header, the flatbuffer, the binary blob.
 
 Header (little-endian u32s): magic 0xFF55AAEE, header_size (64),
-flatbuffers_size, binary_size, 12 reserved zeros — TPU-MLIR's layout.
+flatbuffers_size, binary_size, 12 reserved words — TPU-MLIR's layout.
 Every `Binary` of the flatbuffer addresses the blob from its first byte.
+
+Integrity: tpuc fills the first 36 reserved bytes with a digest — the tag
+"TPD1", BLAKE2b-128 of the flatbuffer, BLAKE2b-128 of the blob — and the
+flatbuffer carries a sha256 per command stream (CmdGroup.*_check_code) and
+of the coefficients (CoeffMem.check_code). Readers that do not know them
+ignore reserved bytes and unknown fields; all-zero reserved bytes (other
+writers) mean "no digest".
+
 `write_bmodel` is deterministic (the caller chooses `time`, see
 `bmodel_time`); `read_bmodel` checks the header against the file length,
-every payload range and the coefficient sha256, and fails with one line
-naming the file.
+the digests and every payload range, and fails with one line naming the
+file (the simulator then checks the model's fields: `tpuc.bmodel.validate`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from datetime import UTC, datetime
@@ -58,13 +67,36 @@ MAGIC = 0xFF55AAEE
 HEADER_SIZE = 64
 _HEADER = struct.Struct("<4I48x")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+DIGEST_TAG = b"TPD1"  # reserved bytes 16..19: the digest's format
+DIGEST_BYTES = 16  # BLAKE2b-128 of the flatbuffer (20..35), of the blob (36..51)
+_DIGEST = struct.Struct(f"<4s{DIGEST_BYTES}s{DIGEST_BYTES}s12x")
+
+
+def payload_digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
 
 
 def write_bmodel(model: BModel) -> bytes:
     """The bytes of a .bmodel file holding `model` (same model, same bytes)."""
     flatbuffer, blob = encode(model)
-    header = _HEADER.pack(MAGIC, HEADER_SIZE, len(flatbuffer), len(blob))
-    return header + flatbuffer + blob
+    header = bytearray(_HEADER.pack(MAGIC, HEADER_SIZE, len(flatbuffer), len(blob)))
+    _DIGEST.pack_into(header, 16, DIGEST_TAG, payload_digest(flatbuffer), payload_digest(blob))
+    return bytes(header) + flatbuffer + blob
+
+
+def _stored_digests(data: bytes, source: str) -> tuple[bytes, bytes] | None:
+    """(flatbuffer, blob) digests of the header; None when the reserved
+    bytes are all zero (a writer that stores none)."""
+    reserved = data[16:HEADER_SIZE]
+    if not any(reserved):
+        return None
+    tag, flat, blob = _DIGEST.unpack_from(data, 16)
+    if tag != DIGEST_TAG or any(data[16 + 4 + 2 * DIGEST_BYTES : HEADER_SIZE]):
+        raise TpucError(
+            f"{source}: the header's reserved bytes hold neither zeros nor a tpuc digest "
+            f"(tag {tag!r}): the file is corrupt"
+        )
+    return flat, blob
 
 
 def read_bmodel(data: bytes, source: str) -> BModel:
@@ -93,7 +125,20 @@ def read_bmodel(data: bytes, source: str) -> BModel:
     view = memoryview(data)
     flatbuffer = bytes(view[HEADER_SIZE : HEADER_SIZE + fb_size])
     blob = bytes(view[HEADER_SIZE + fb_size :])
-    return decode(flatbuffer, blob, source)
+    digests = _stored_digests(data, source)
+    if digests is not None and payload_digest(flatbuffer) != digests[0]:
+        raise TpucError(
+            f"{source}: flatbuffer digest mismatch (BLAKE2b of its {fb_size} bytes differs "
+            "from the header's): the file is corrupt"
+        )
+    model = decode(flatbuffer, blob, source)  # names a damaged stream or coefficients
+    if digests is not None and payload_digest(blob) != digests[1]:
+        raise TpucError(
+            f"{source}: binary blob digest mismatch (BLAKE2b of its {bin_size} bytes differs "
+            "from the header's; the command streams and coefficients match their "
+            "checksums, so CPU parameters or padding changed): the file is corrupt"
+        )
+    return model
 
 
 def load_bmodel_file(path: str | os.PathLike) -> BModel:

@@ -150,14 +150,27 @@ class _Decoder:
         )
 
     def cmd_group(self, view: _View, where: str) -> CmdGroup:
+        bdc = self.payload(view.get("binary_bdc"), f"{where} bdc commands")
+        gdma = self.payload(view.get("binary_gdma"), f"{where} gdma commands")
+        for what, data, code in (("TIU", bdc, "bdc"), ("GDMA", gdma, "gdma")):
+            self.check_stream(data, view.get(f"{code}_check_code"), f"{where} {what} commands")
         return CmdGroup(
-            bdc=self.payload(view.get("binary_bdc"), f"{where} bdc commands"),
-            gdma=self.payload(view.get("binary_gdma"), f"{where} gdma commands"),
+            bdc=bdc,
+            gdma=gdma,
             bdc_num=view.get("bdc_num"),
             gdma_num=view.get("gdma_num"),
             bdc_cmd_byte=view.get("bdc_cmd_byte"),
             gdma_cmd_byte=view.get("gdma_cmd_byte"),
         )
+
+    def check_stream(self, data: bytes, code: bytes, what: str) -> None:
+        """A command stream against its sha256 (CmdGroup.*_check_code, a
+        tpuc extension: absent in files of other writers)."""
+        if code and code != hashlib.sha256(data).digest():
+            raise self.fail(
+                f"{what}: checksum mismatch (sha256 of the {len(data)} command bytes differs "
+                "from the CmdGroup's check code): the file is corrupt"
+            )
 
     def subnet(self, view: _View, net: str) -> SubNet:
         sid, code = view.get("id"), view.get("subnet_mode")

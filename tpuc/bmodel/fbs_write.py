@@ -156,6 +156,8 @@ def _cmd_group(w: _FlatWriter, blob: _Blob, group: CmdGroup) -> int:
             "binary_gdma": blob.add(group.gdma),
             "bdc_cmd_byte": group.bdc_cmd_byte,
             "gdma_cmd_byte": group.gdma_cmd_byte,
+            "bdc_check_code": w.bytes(hashlib.sha256(group.bdc).digest()),
+            "gdma_check_code": w.bytes(hashlib.sha256(group.gdma).digest()),
         },
     )
 

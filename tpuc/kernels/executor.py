@@ -15,12 +15,16 @@ Two ways to use the cores:
   Waking a sleeping worker costs tens of microseconds, so on an idle machine
   this is a bit slower.
 
-By default kernels use worker threads, as many as BLAS would have used:
+By default kernels use worker threads, as many as BLAS would have used
+(or $TPUC_THREADS):
 results must not depend on the machine's load, and the two settings do
 not give bit-identical float results (threaded OpenBLAS splits a
 matrix-vector product's sums differently from a single-threaded one, e.g.
 a classifier's final MatMul), while any number of kernel threads does
-(shards only split independent outputs, never a sum). `threads=AUTO`
+(shards only split independent outputs, never a sum, and their shapes
+depend on the work alone, never on the thread count: every shard is the
+same BLAS call on any machine, and a 1-thread run computes the same shards
+in turn). `threads=AUTO`
 instead times the runs and keeps whichever setting has been faster lately,
 trying the other one now and then (the load of a shared machine changes),
 for callers that prefer speed to reproducible float sums.
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +56,12 @@ Array = np.ndarray
 # A shard should carry at least this many multiply-adds: below, handing it
 # to a worker (tens of microseconds to wake one) costs more than it saves.
 MIN_SHARD_WORK = 1 << 20
+# At most this many shards per kernel call, whatever the thread count: shard
+# shapes depend on the work alone, so results do not depend on the threads.
+MAX_SHARDS = 16
+# The environment variable that sets the default kernel thread count
+# (otherwise BLAS's, i.e. OMP_NUM_THREADS / OPENBLAS_NUM_THREADS).
+THREADS_ENV = "TPUC_THREADS"
 # Padding buffers up to this size are kept per geometry (see `bordered`).
 BORDERED_BYTES = 16 << 20
 # With the thread setting chosen automatically, every this many runs use the
@@ -63,12 +74,10 @@ AUTO = -1
 class Executor:
     """Threads, scratch buffers, recycled memory and plans of one interpreter.
 
-    `threads`: None uses as many kernel threads as BLAS has (see the module
-    docstring), AUTO chooses per run, 0 lets BLAS thread the GEMMs, N >= 1
+    `threads`: None uses $TPUC_THREADS kernel threads if set, else as many as
+    BLAS has (see the module docstring), AUTO chooses per run, 0 lets BLAS thread the GEMMs, N >= 1
     runs kernels on N threads with BLAS pinned to one.
     """
-
-    per_thread = 2  # shards per thread
 
     def __init__(self, threads: int | None = None, min_shard_work: int = MIN_SHARD_WORK):
         self.requested = threads
@@ -109,9 +118,8 @@ class Executor:
 
     def _setting(self) -> int:
         """This run's `threads` setting (0: BLAS threads the GEMMs)."""
-        if self.requested is None:
-            workers = blas_threads()
-            return workers if workers > 1 else 0
+        if self.requested is None:  # BLAS pinned to one thread even then
+            return max(1, env_threads() or blas_threads())
         if self.requested != AUTO:
             return self.requested
         if self._chooser is None:
@@ -120,12 +128,13 @@ class Executor:
         return self._chooser.next()
 
     def shards(self, work: int, limit: int) -> int:
-        """How many shards to cut `work` multiply-adds into (at most `limit`):
-        two per thread, so a slow thread leaves its second half to others."""
-        if self.threads == 1:
-            return 1
+        """How many shards to cut `work` multiply-adds into (at most `limit`).
+        A function of the work alone, not of the thread count: BLAS may
+        block a GEMM differently by its shape, so shards of the same shapes
+        on 1, 2 or 16 threads give the same bytes (a thread claims shards
+        dynamically: a slow one leaves the rest to others)."""
         by_work = max(1, work // max(1, self.min_shard_work))
-        return max(1, min(limit, self.per_thread * self.threads, by_work))
+        return max(1, min(limit, MAX_SHARDS, by_work))
 
     def parallel_for(self, count: int, task: Callable[[int], None]) -> None:
         """task(0..count-1), spread over the calling thread and the workers;
@@ -160,8 +169,8 @@ class Executor:
 
     def memo(self, key, build: Callable[[], object]):
         """build(), computed once per key (e.g. a kernel's plan for an op and
-        its input shapes: ops and shapes do not change between runs)."""
-        key = (key, self.threads)
+        its input shapes: ops and shapes do not change between runs; plans
+        do not depend on the thread count)."""
         value = self._memo.get(key)
         if value is None:
             value = self._memo[key] = build()
@@ -326,6 +335,15 @@ def _blas_pinned(threads: int) -> Iterator[int]:
         return
     with blas.limit(limits=1):
         yield threads
+
+
+def env_threads() -> int:
+    """The kernel thread count $TPUC_THREADS asks for (0: unset or invalid,
+    which leaves the choice to BLAS's setting)."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text.isdigit():
+        return 0
+    return min(int(text), 256)
 
 
 def blas_threads() -> int:

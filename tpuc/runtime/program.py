@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
+from tpuc.bmodel.validate import validate_model
 from tpuc.chips import get_chip
 from tpuc.errors import TpucError
 from tpuc.isa.records import (
@@ -32,6 +33,7 @@ from tpuc.kernels.executor import Executor
 from tpuc.runtime.device import Device, Region
 from tpuc.runtime.engine import element_of
 from tpuc.runtime.executable import Step, make_step
+from tpuc.runtime.validate import build_step
 
 
 def interleave(tiu: list[Command], gdma: list[Command], what: str) -> list[Command]:
@@ -70,8 +72,7 @@ class Program:
         self, model: BModel, source: str, threads: int | None = None, device: str | None = None
     ):
         self.model, self.source = model, source
-        if not model.nets or not model.nets[0].parameters:
-            raise TpucError(f"{source}: the bmodel has no network")
+        validate_model(model, source)  # fields coherent before anything is placed or run
         self.net = model.nets[0]
         self.param: NetParameter = self.net.parameters[0]
         self.chip = self._chip(device)
@@ -141,7 +142,10 @@ class Program:
                     commands += interleave(tiu, gdma, f"{what} group {g}")
         except ValueError as exc:
             raise TpucError(f"{self.source}: corrupt command stream: {exc}") from None
-        return [make_step(c, self.device, command_name(what, c, i)) for i, c in enumerate(commands)]
+        return [
+            build_step(make_step, c, self.device, command_name(what, c, i))
+            for i, c in enumerate(commands)
+        ]
 
     # --- running ---------------------------------------------------------------------
 

@@ -99,6 +99,7 @@ class TpucOptMain(xDSLOptMain):
         lexer sees it (an unclosed string literal would make it backtrack
         for minutes)."""
         from xdsl.parser import Parser
+        from xdsl.utils.exceptions import ParseError
 
         from tpuc.ir_text import check_ir_text, decode_ir
 
@@ -106,7 +107,12 @@ class TpucOptMain(xDSLOptMain):
             source = self.get_input_name()
             text = decode_ir(stream.read(), source)
             check_ir_text(text, source)
-            return Parser(self.ctx, text, source).parse_module(not self.args.no_implicit_module)
+            try:
+                return Parser(self.ctx, text, source).parse_module(not self.args.no_implicit_module)
+            except ParseError:
+                raise
+            except Exception as exc:  # xDSL raises plain errors, e.g. for a block named ^%8
+                raise TpucError(f"{source}: invalid IR: {_one_line(exc)}") from None
 
         self.available_frontends["mlir"] = parse_mlir
 
