@@ -120,7 +120,7 @@ def _check_quantized(r: TensorRecord) -> None:
 
 def _check_shapes(command: Command) -> None:
     opcode = command.header.opcode
-    if opcode in isa.GDMA_OPCODES:
+    if opcode in COPY_OPCODES:
         _check_copy(command)
         return
     rule = SHAPE_RULES.get(opcode)
@@ -274,6 +274,48 @@ def _lut(command: Command, b: isa.LutBlock) -> Shapes:
     return [x]
 
 
+def _axis(axis: int, rank: int) -> int:
+    _need(-rank <= axis < max(1, rank), f"axis {axis} for rank {rank}")
+    return axis % max(1, rank)
+
+
+def _fill(command: Command, _block) -> Shapes:
+    _need(not command.operands and len(command.results) == 1, "a fill has one destination only")
+    return [tuple(command.results[0].shape)]
+
+
+def _gather(command: Command, b: isa.GatherBlock) -> Shapes:
+    x, idx = _operands(command, 2)
+    axis = _axis(b.axis, len(x))
+    return [x[:axis] + idx + x[axis + 1 :]]
+
+
+def _arg(command: Command, b: isa.ArgBlock) -> Shapes:
+    (x,) = _operands(command, 1)
+    axis = _axis(b.axis, len(x))
+    if b.keepdims:
+        return [x[:axis] + (1,) + x[axis + 1 :]]
+    return [x[:axis] + x[axis + 1 :]]
+
+
+def _topk(command: Command, b: isa.TopkBlock) -> Shapes:
+    (x,) = _operands(command, 1)
+    axis = _axis(b.axis, len(x))
+    _need(0 <= b.k <= x[axis], f"K={b.k} outside [0, {x[axis]}] on axis {axis}")
+    out = x[:axis] + (b.k,) + x[axis + 1 :]
+    return [out, out]
+
+
+def _resize(command: Command, b: isa.ResizeBlock) -> Shapes:
+    (x,) = _operands(command, 1)
+    _need(b.n_target <= len(x), f"{b.n_target} resized dims of a rank-{len(x)} input")
+    _need(min(b.target_shape, default=1) >= 1, f"empty resize target {list(b.target_shape)}")
+    return [x[: len(x) - b.n_target] + tuple(b.target_shape)]
+
+
+COPY_OPCODES = frozenset((isa.GDMA_MOVE, isa.GDMA_LOAD, isa.GDMA_STORE, isa.GDMA_L2L))
+"""The plain strided copies: one source, one destination of its dtype and size."""
+
 SHAPE_RULES: dict[int, ShapeRule] = {
     isa.TIU_CONV: _conv,
     isa.TIU_MATMUL: _matmul,
@@ -285,5 +327,10 @@ SHAPE_RULES: dict[int, ShapeRule] = {
     isa.TIU_SFU: _same,
     isa.TIU_FARITH: _farith,
     isa.TIU_NORM: _norm,
+    isa.TIU_ARG: _arg,
+    isa.TIU_RESIZE: _resize,
+    isa.GDMA_FILL: _fill,
+    isa.GDMA_GATHER: _gather,
+    isa.CPU_TOPK: _topk,
 }
 """Engine opcode -> (command, decoded block) -> the result shapes it must have."""
