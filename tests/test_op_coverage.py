@@ -3,8 +3,8 @@
 `missing_rules(op_classes)` asks, for each op class, the same lookups the
 pipeline uses: shape-infer's rule, the TOP interpreter's float kernel, the
 lowering rule of each mode on each chip (or the mode it falls back to), the
-TPU interpreter's kernel of the TPU op that is its float form, and the
-opcode codegen emits for that TPU op.
+TPU interpreter's kernel of the TPU op that is its float form, and a
+codegen rule for that TPU op.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tpuc.dialects.base import AnyTensor, TensorOp
 from tpuc.dialects.traits import Leaf
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.tpu_interpreter import tpu_kernel_of
-from tpuc.passes.codegen.commands import opcode_of
+from tpuc.passes.codegen.commands import has_commands
 from tpuc.passes.lowering.registry import fallback_mode, registered_rule
 from tpuc.passes.shape_infer import shape_rule_of
 
@@ -46,7 +46,7 @@ def _tpu_gaps(cls: type) -> list[str]:
     for form in forms:
         if tpu_kernel_of(form, "float") is None:
             gaps.append(f"TPU kernel of {form.name}")
-        if opcode_of(form) is None:
+        if not has_commands(form):
             gaps.append(f"codegen of {form.name}")
     return gaps
 
@@ -78,7 +78,7 @@ def test_every_tpu_op_has_a_kernel_and_a_command():
     for cls in tpu.TPU_OPS:
         kernels = [k for k in ("float", "int") if tpu_kernel_of(cls, k) is not None]
         assert kernels, f"{cls.name} has no TPU kernel"
-        assert opcode_of(cls) is not None, f"{cls.name} has no command"
+        assert has_commands(cls), f"{cls.name} has no command rule"
 
 
 @irdl_op_definition

@@ -35,7 +35,6 @@ from tpuc.dtypes import STORAGE
 from tpuc.errors import TpucError
 from tpuc.ir import main_function, tensor_names
 from tpuc.isa.records import (
-    ENGINE_CPU,
     ENGINE_GDMA,
     ENGINE_TIU,
     TENSOR_QUANTIZED,
@@ -43,7 +42,7 @@ from tpuc.isa.records import (
 )
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
-from tpuc.passes.codegen.commands import op_commands, tensor_record, tiu_command
+from tpuc.passes.codegen.commands import no_command, op_commands, tensor_record
 from tpuc.passes.codegen.cpu_rules import cpu_commands
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
@@ -129,8 +128,8 @@ def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValu
         if mode == "CPU":
             for layer_id, op in members[sid]:
                 cmd = cpu_commands(op, layer_id)
-                if cmd is None:  # no host-function rule: the transitional per-op command
-                    cmd = tiu_command(op, layer_id, engine=ENGINE_CPU)
+                if cmd is None:
+                    raise no_command(op)
                 subnet.cpu_params.append(CpuParam(cmd.header.opcode, cmd.pack()))
         else:
             commands = [c for layer_id, op in members[sid] for c in op_commands(op, layer_id)]

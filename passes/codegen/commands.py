@@ -1,11 +1,12 @@
 """Op -> commands of tpuc's instruction set (docs/isa.md), global layers only.
 
-Pure data movement that is a strided copy (Permute, Slice with positive
-steps, type-preserving Concat and Split, reshapes that could not stay in
-place) becomes GDMA copies; every other op is one TIU command that carries
-its operands' full descriptions and its attributes as parameters (or one
-CPU command, for ops in a CPU subnet). Reshapes that address-assign kept in
-place emit nothing.
+Pure data movement that is a strided copy (Permute, Slice, type-preserving
+Concat and Split, Tile, Expand, Depth2Space, reshapes that could not stay in
+place) becomes GDMA moves (the copy rules here); every other op becomes the
+engine-level commands of its rule (`engine_rules` and the modules it
+loads), CPU-subnet ops their host-function command (`cpu_rules`). An op no
+rule can express is a compile error naming it. Reshapes that address-assign
+kept in place emit nothing.
 """
 
 from __future__ import annotations
@@ -16,20 +17,15 @@ from collections.abc import Callable
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
-from tpuc.dialects.base import from_attr, shape_of
+from tpuc.dialects.base import shape_of
 from tpuc.dialects.traits import InPlaceView, with_trait
 from tpuc.errors import TpucError
-from tpuc.ir import element_of, kind_of
-from tpuc.isa.opcodes import GDMA_COPY, OP_CODES
-from tpuc.isa.params import encode_params
+from tpuc.ir import element_of
+from tpuc.isa.engine import GDMA_MOVE
 from tpuc.isa.records import (
     ABSENT,
     ENGINE_GDMA,
-    ENGINE_TIU,
-    FLAG_COEFF_MERGED,
-    FLAG_FILTER_REORDERED,
     MAX_RANK,
-    RECORD_BYTES,
     TENSOR_COEFF,
     Command,
     Header,
@@ -40,9 +36,6 @@ from tpuc.isa.records import (
 from tpuc.isa.types import UnsupportedType, dtype_fields
 from tpuc.passes.address_assign import address_of
 from tpuc.registry import Registry
-
-SKIPPED_ATTRS = {"name", "result_names", "subnet_id", "coeff_merged"}
-"""Attributes that are not the op's arithmetic (names go to tensor_location.json)."""
 
 RESHAPES = with_trait(tpu.TPU_OPS, InPlaceView)
 """Reshapes address-assign may keep in place (a copy when it could not)."""
@@ -79,55 +72,6 @@ def _name(op: Operation) -> str:
     return names[0] if names else op.name
 
 
-def op_params(op: Operation, merged: bool) -> dict:
-    """The attributes a command carries, as Python values."""
-    params = {}
-    for key, attr in op.attributes.items():
-        if key in SKIPPED_ATTRS or (merged and key in ("multiplier", "rshift")):
-            continue
-        value = from_attr(attr)
-        if not isinstance(value, bool | int | float | str | list):
-            raise TpucError(f"{op.name} '{_name(op)}': attribute '{key}' cannot be encoded")
-        params[key] = value
-    return params
-
-
-def opcode_of(op_class: type[Operation]) -> int | None:
-    """The opcode of the one command an op of this class becomes (None:
-    tpuc's instruction set has none, codegen cannot emit it)."""
-    return OP_CODES.get(op_class.name)
-
-
-def tiu_command(op: Operation, layer_id: int, engine: int = ENGINE_TIU) -> Command:
-    """One compute command for the op (CPU subnets use the same layout)."""
-    code = opcode_of(type(op))
-    if code is None:
-        raise TpucError(f"{op.name} '{_name(op)}' has no command in tpuc's instruction set")
-    merged = bool(op.attributes.get("coeff_merged"))
-    flags = FLAG_COEFF_MERGED if merged else 0
-    if _filter_reordered(op):
-        flags |= FLAG_FILTER_REORDERED
-    try:
-        params = encode_params(op_params(op, merged))
-    except ValueError as exc:
-        raise TpucError(f"{op.name} '{_name(op)}': {exc}") from None
-    operands = [tensor_record(v, op) for v in op.operands]
-    results = [tensor_record(v, op) for v in op.results]
-    header = Header(
-        opcode=code,
-        engine=engine,
-        cmd_id=0,
-        wait_id=0,
-        n_operands=len(operands),
-        n_results=len(results),
-        n_param_records=len(params) // RECORD_BYTES,
-        flags=flags,
-        layer_id=layer_id,
-        kind=1 if kind_of(op) == "int" else 0,
-    )
-    return Command(header, operands, results, params)
-
-
 def _filter_reordered(op: Operation) -> bool:
     """A 2-D conv whose filter has weight-reorder's (1, oc, ic/g, kh*kw) shape."""
     if not isinstance(op, tpu.Conv2DOp):
@@ -140,7 +84,7 @@ def _filter_reordered(op: Operation) -> bool:
 
 
 def copy_command(src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command:
-    header = Header(GDMA_COPY, ENGINE_GDMA, 0, 0, 1, 1, 0, layer_id=layer_id)
+    header = Header(GDMA_MOVE, ENGINE_GDMA, 0, 0, 1, 1, 0, layer_id=layer_id)
     return Command(header, [src], [dst])
 
 
@@ -358,14 +302,34 @@ def _split(op: Operation, layer_id: int) -> list[Command] | None:
     return _pieces(op, op.operands[0], op.results, into_whole=False, layer_id=layer_id)
 
 
+def has_commands(op_class: type[Operation]) -> bool:
+    """Codegen has a rule for the class: a DMA form, engine-level commands,
+    a host function (CPU subnets) or an in-place reshape."""
+    from tpuc.passes.codegen.cpu_rules import CPU_RULES
+    from tpuc.passes.codegen.engine_rules import ENGINE_RULES
+
+    rules = (COPY_RULES, ENGINE_RULES, CPU_RULES)
+    return op_class in RESHAPES or any(r.get(op_class) is not None for r in rules)
+
+
+def no_command(op: Operation) -> TpucError:
+    """The error for an op none of whose rules can express it."""
+    return TpucError(
+        f"{op.name} '{_name(op)}' has no command in tpuc's instruction set for this form "
+        f"(types {', '.join(str(element_of(v)) for v in (*op.operands, *op.results))}); "
+        "docs/isa.md lists the forms each op compiles"
+    )
+
+
 def op_commands(op: Operation, layer_id: int) -> list[Command]:
     """The commands of one TPU-subnet op: DMA where it is a plain copy, else
-    its engine-level commands, else (no rule yet) its transitional per-op
-    command."""
+    its engine-level commands."""
     from tpuc.passes.codegen.engine_rules import engine_commands
 
     rule = COPY_RULES.get(type(op))
     commands = rule(op, layer_id) if rule is not None else None
     if commands is None:
         commands = engine_commands(op, layer_id)
-    return commands if commands is not None else [tiu_command(op, layer_id)]
+    if commands is None:
+        raise no_command(op)
+    return commands

@@ -24,8 +24,7 @@ from tpuc.passes.address_assign import set_address
 from tpuc.passes.codegen.data_rules import border_runs, border_source
 from tpuc.passes.codegen.engine_rules import engine_commands
 from tpuc.runtime.device import Device
-from tpuc.runtime.engine import CopyStep, EngineStep
-from tpuc.runtime.executable import make_step
+from tpuc.runtime.engine import CopyStep, EngineStep, engine_step
 
 START = 0x1_0000_0000
 OUT = START + 4096
@@ -54,7 +53,7 @@ def run(op, inputs: list[np.ndarray], dtype: str) -> tuple[list, np.ndarray]:
         raw = array.reshape(-1).view(np.uint8)
         region.bytes[2048 * i : 2048 * i + raw.size] = raw
     set_address(op.results[0], OUT)
-    steps = [make_step(cmd, dev, f"cmd {i}") for i, cmd in enumerate(engine_commands(op, 0))]
+    steps = [engine_step(cmd, dev, f"cmd {i}") for i, cmd in enumerate(engine_commands(op, 0))]
     for step in steps:
         step.run()
     shape = op.results[0].type.get_shape()

@@ -247,7 +247,7 @@ def test_batch_first_gru_equals_the_interpreter():
     from tpuc.interp.tpu_interpreter import tpu_kernel_for
     from tpuc.passes.address_assign import set_address
     from tpuc.passes.codegen.engine_rules import engine_commands
-    from tpuc.runtime.executable import make_step
+    from tpuc.runtime.engine import engine_step
 
     rng = np.random.default_rng(31)
     batch, seq, inp, hid = 2, 3, 4, 5
@@ -276,7 +276,7 @@ def test_batch_first_gru_equals_the_interpreter():
     assert cmd.header.opcode == isa.TIU_RNN and cmd.header.kind == 0
     block = isa.decode_block(isa.TIU_RNN, cmd.params)
     assert block == isa.RnnBlock(isa.RNN_GRU, 2, 1, 1, isa.RNN_BIAS | isa.RNN_INITIAL_H, hid)
-    step = make_step(cmd, dev, "x")
+    step = engine_step(cmd, dev, "x")
     assert step.record == recurrent_record(op)
     step.run()
     expected = tpu_kernel_for(op, "float")(op, [a.astype(np.float32) for a in arrays.values()])
@@ -298,10 +298,10 @@ def _command(opcode, operands, results, block, engine=0, kind=0):
 
 def _error(cmd) -> str:
     from tpuc.errors import TpucError
-    from tpuc.runtime.executable import make_step
+    from tpuc.runtime.engine import engine_step
 
     with pytest.raises(TpucError) as info:
-        make_step(cmd, _device(), "m.bmodel: subnet 0 TIU command 3")
+        engine_step(cmd, _device(), "m.bmodel: subnet 0 TIU command 3")
     return str(info.value)
 
 

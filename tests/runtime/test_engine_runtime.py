@@ -27,8 +27,7 @@ from tpuc.isa.records import (
 )
 from tpuc.runtime import load_bmodel
 from tpuc.runtime.device import Device
-from tpuc.runtime.engine import CopyStep, EngineStep, element_of
-from tpuc.runtime.executable import make_step
+from tpuc.runtime.engine import CopyStep, EngineStep, element_of, engine_step
 from tpuc.runtime.program import command_name
 from tpuc.tools import model_deploy
 
@@ -116,7 +115,7 @@ def command(opcode, operands, results, params=b"", engine=ENGINE_TIU) -> Command
 
 def error_of(cmd: Command) -> str:
     with pytest.raises(TpucError) as info:
-        make_step(cmd, device(), command_name("m.bmodel: subnet 0", cmd, 0))
+        engine_step(cmd, device(), command_name("m.bmodel: subnet 0", cmd, 0))
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -163,7 +162,7 @@ def test_load_store_round_trip_through_local_memory():
     load = command(isa.GDMA_LOAD, [record()], [local], engine=ENGINE_GDMA)
     store = command(isa.GDMA_STORE, [local], [record(START + 128)], engine=ENGINE_GDMA)
     for cmd in (load, store):
-        make_step(cmd, dev, "x").run()
+        engine_step(cmd, dev, "x").run()
     assert list(region.bytes[128:132]) == [1, 2, 3, 4]
 
 
@@ -178,11 +177,11 @@ def test_lut_runs_on_the_library():
     tab = TensorRecord(START + 256, "i32", (256,), flags=4)
     out = TensorRecord(START + 64, "f16", (1, 4))
     params = isa.encode_block(isa.TIU_LUT, isa.LutBlock(0))
-    make_step(command(isa.TIU_LUT, [x, tab], [out], params), dev, "x").run()
+    engine_step(command(isa.TIU_LUT, [x, tab], [out], params), dev, "x").run()
     assert list(region.bytes[64:72].view(np.float16)) == [255, 128, 127, 0]
     bad = isa.encode_block(isa.TIU_LUT, isa.LutBlock(1))
     with pytest.raises(TpucError, match="malformed TIU_LUT: a table of shape \\[256\\]"):
-        make_step(command(isa.TIU_LUT, [x, tab], [out], bad), dev, "x")
+        engine_step(command(isa.TIU_LUT, [x, tab], [out], bad), dev, "x")
 
 
 def test_arith_add_runs_on_the_library():
@@ -194,7 +193,7 @@ def test_arith_add_runs_on_the_library():
         START + 64, "i8", (1, 4), flags=1, scale=1.0, storage_min=-128, storage_max=127
     )
     cmd = command(isa.TIU_ARITH, [record(), record(START + 16)], [out], ADD)
-    step = make_step(cmd, dev, "x")
+    step = engine_step(cmd, dev, "x")
     assert isinstance(step, EngineStep) and step.record.inputs[0] == element_of(record())
     step.run()
     assert list(region.bytes[64:68].view(np.int8)) == [6, 4, -4, 127]
@@ -212,7 +211,7 @@ def test_max_pool_on_stored_values_with_fused_relu():
     relu = isa.RequantBlock(relu=1)
     block = isa.PoolBlock(isa.POOL_MAX, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), relu)
     params = isa.encode_block(isa.TIU_POOL, block)
-    make_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
+    engine_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
     # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
     assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]
 
@@ -398,7 +397,7 @@ def test_sfu_rounds_to_the_result_type():
     region.bytes[0:16] = np.array([0.0, 1.0, -2.0, 0.1], np.float32).view(np.uint8)
     out = TensorRecord(START + 64, "f16", (1, 4))
     params = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0))
-    step = make_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
+    step = engine_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
     assert step.record.kind == "Exp"
     step.run()
     expected = np.exp(np.array([0.0, 1.0, -2.0, 0.1], np.float32)).astype(np.float16)
@@ -441,7 +440,7 @@ def test_rescale_commands_equal_the_interpreter(cls, out, attrs):
     dev = device()
     region = dev.regions[0]
     region.bytes[0:8] = x.view(np.uint8)
-    step = make_step(cmd, dev, "x")
+    step = engine_step(cmd, dev, "x")
     assert step.record == rescale_params(op)
     step.run()
     dtype = np.dtype({None: "float32", "i8": "int8", "u8": "uint8"}[out and out[0]])
@@ -590,7 +589,7 @@ def test_stored_reduce_equals_the_interpreter(mode, axes, keepdims):
     dev = device()
     region = dev.regions[0]
     region.bytes[0 : x.size] = x.reshape(-1).view(np.uint8)
-    step = make_step(cmd, dev, "x")
+    step = engine_step(cmd, dev, "x")
     kernel = TPU_KERNELS[(tpu.ReduceOp, kind_of(op))]
     interpreter = data.Stored(reduction_record(op), NO_RELU, element_of_value(op.results[0]))
     assert step.record == interpreter
@@ -622,7 +621,7 @@ def test_float_reduce_equals_the_interpreter(mode):
     dev = device()
     region = dev.regions[0]
     region.bytes[0 : x.nbytes] = x.reshape(-1).view(np.uint8)
-    step = make_step(cmd, dev, "x")
+    step = engine_step(cmd, dev, "x")
     assert step.record == reduction_record(op)
     step.run()
     got = region.bytes[64:70].view(np.float16).astype(np.float32)

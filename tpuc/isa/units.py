@@ -1,19 +1,15 @@
-"""Today's opcodes on the cycle model's hardware unit classes.
+"""The instruction set on the cycle model's hardware unit classes.
 
-One table (`UNITS`: op name -> unit class) and the work each command does
-(MACs from shapes and kernel, elements, window elements, bytes), read from
-the command's tensor records and parameters alone. When the instruction set
-becomes engine-level, this module is what changes; tpuc.cost stays.
+Each TIU opcode maps to its unit class (`ENGINE_UNITS`) and reads its work
+(MACs, window elements, elements) from its parameter block and tensor
+records alone; a GDMA command is one move of its destination's bytes, its
+direction from the two records' memory spaces (FILL: within the
+destination's memory; GATHER: plus the index bytes).
 
-Global layers (every TIU command today) keep their operands in DDR, so a
-TIU command is modelled as three phases: a DDR->LMEM load of every operand
-in global memory (weights included), the compute, an LMEM->DDR store of
-every result in global memory. Operands already in local memory (layer
-groups, later) cost no DMA. A GDMA command (MOVE = the former GDMA_COPY,
-LOAD, STORE, L2L) is one move of its destination's bytes, its direction
-from the two records' memory spaces. Engine-level TIU commands map to
-their unit by opcode (`ENGINE_UNITS`) and read their work from the
-parameter block.
+A global layer keeps its operands in DDR, so a TIU command on global
+records is three phases: a DDR->LMEM load of every operand in global memory
+(weights included), the compute, an LMEM->DDR store of every result in
+global memory. Operands already in local memory (layer groups) cost no DMA.
 """
 
 from __future__ import annotations
@@ -23,34 +19,7 @@ import math
 from tpuc.chips.timing import Direction, Unit
 from tpuc.cost import Phase, Task
 from tpuc.isa import engine as isa
-from tpuc.isa.opcodes import OP_NAMES
-from tpuc.isa.params import decode_params
 from tpuc.isa.records import SPACE_GLOBAL, Command, TensorRecord, element_bytes
-
-_CONV = ("Conv2D", "Conv", "Deconv")
-_MATMUL = ("MatMul", "LSTM", "GRU")
-_POOL = ("Pool2D", "MaxPool", "AvgPool", "Reduce")
-_LUT = ("Lut",)
-_CONVERT = ("Cast", "RequantInt", "RequantIntAxis", "RequantFp", "DequantInt")
-_SFU = (
-    "Sigmoid", "GELU", "Elu", "Reciprocal", "Pow", "PowTensor", "Div", "Softmax", "LayerNorm",
-    "InstanceNorm", "GroupNorm", "LRN", "Active", "SiLU", "Mish", "Softplus", "Tanh", "Exp",
-    "Log", "Sqrt", "Rsqrt", "Erf", "Sin", "Cos", "Arg", "TopK",
-)  # fmt: skip
-_NAMED = {
-    **dict.fromkeys(_CONV, Unit.CONV),
-    **dict.fromkeys(_MATMUL, Unit.MATMUL),
-    **dict.fromkeys(_POOL, Unit.POOL),
-    **dict.fromkeys(_LUT, Unit.LUT),
-    **dict.fromkeys(_CONVERT, Unit.CONVERT),
-    **dict.fromkeys(_SFU, Unit.SFU),
-}
-UNITS: dict[str, Unit] = {
-    name: _NAMED.get(name.split(".", 1)[1], Unit.ARITH) for name in OP_NAMES.values()
-}
-"""Op name of a TIU/CPU opcode -> its unit class. Everything not named
-above (add, mul, compare, select, ReLU-like, BatchNorm as scale-and-add,
-concat, pad, gather and the other data arrangements) is elementwise arith."""
 
 _DIRECTIONS = {
     (True, True): Direction.DDR_TO_DDR,
@@ -66,33 +35,6 @@ def elements(record: TensorRecord) -> int:
 
 def _global(record: TensorRecord) -> bool:
     return record.space == SPACE_GLOBAL
-
-
-def _conv_work(cmd: Command, attrs: dict) -> tuple[Unit, int]:
-    """MACs of a convolution; a depthwise one runs on the pool unit."""
-    inp, filt, out = cmd.operands[0], cmd.operands[1], cmd.results[0]
-    if OP_NAMES[cmd.header.opcode].endswith("Deconv"):  # each input element feeds oc/g·k outputs
-        return Unit.CONV, elements(inp) * elements(filt) // max(inp.shape[1], 1)
-    macs = elements(out) * elements(filt) // max(out.shape[1], 1)
-    group = int(attrs.get("group", 1) or 1)
-    depthwise = group > 1 and group == inp.shape[1] == out.shape[1]
-    return (Unit.POOL if depthwise else Unit.CONV), macs
-
-
-def _matmul_work(cmd: Command) -> int:
-    name = OP_NAMES[cmd.header.opcode]
-    if name.endswith(("LSTM", "GRU")):  # (W + R) · x per time step and batch item
-        inp, filt, rec = cmd.operands[:3]
-        steps = elements(inp) // max(filt.shape[-1], 1)
-        return (elements(filt) + elements(rec)) * steps
-    inp, out = cmd.operands[0], cmd.results[0]
-    return elements(out) * (inp.shape[-1] if inp.shape else 1)
-
-
-def _pool_work(cmd: Command, attrs: dict) -> int:
-    if OP_NAMES[cmd.header.opcode].endswith("Reduce"):
-        return elements(cmd.operands[0])
-    return elements(cmd.results[0]) * math.prod(attrs.get("kernel_shape") or [1])
 
 
 def _widest(cmd: Command) -> int:
@@ -202,20 +144,7 @@ def compute_task(cmd: Command) -> Task:
     """The TIU work of a command (ValueError: unknown opcode, bad params)."""
     if cmd.header.opcode in ENGINE_UNITS:
         return engine_task(cmd)
-    name = OP_NAMES.get(cmd.header.opcode)
-    if name is None:
-        raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
-    unit = UNITS[name]
-    attrs = decode_params(cmd.params) if unit in (Unit.CONV, Unit.POOL) else {}
-    if unit is Unit.CONV:
-        unit, work = _conv_work(cmd, attrs)
-        return Task(unit, work, element_bytes(cmd.operands[0].dtype))
-    if unit is Unit.MATMUL:
-        return Task(unit, _matmul_work(cmd), element_bytes(cmd.operands[0].dtype))
-    if unit is Unit.POOL:
-        return Task(unit, _pool_work(cmd, attrs), _widest(cmd))
-    tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
-    return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
+    raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
 
 
 def _move(nbytes: int, direction: Direction, kind: str) -> Phase:

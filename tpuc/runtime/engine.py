@@ -387,16 +387,12 @@ BUILDERS: dict[int, Callable] = {
 """TIU engine opcode -> (step, block) -> (library record, kernel, operand indices)."""
 
 
-def is_engine_level(opcode: int) -> bool:
-    return (
-        opcode in isa.TIU_ENGINE_OPCODES or opcode in isa.GDMA_OPCODES or opcode in isa.CPU_OPCODES
-    )
-
-
 def engine_step(command: Command, device: Device, what: str) -> Step:
-    """The step of an engine-level command: a GDMA copy, or a library call
-    (TIU commands and the GDMA commands with a builder: fill, gather)."""
+    """The step of a command: a GDMA copy, or a library call (TIU and CPU
+    commands, and the GDMA commands with a builder: fill, gather)."""
     opcode = command.header.opcode
+    if opcode not in isa.ENGINE_NAMES:
+        raise TpucError(f"{what}: unknown opcode {opcode:#x}")
     if opcode in isa.GDMA_OPCODES and opcode not in BUILDERS:
         return CopyStep(command, device, what)
     if (command.header.opcode in isa.CPU_OPCODES) != (command.header.engine == ENGINE_CPU):

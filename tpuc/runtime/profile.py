@@ -20,7 +20,6 @@ from tpuc.chips.timing import Timing, Unit
 from tpuc.cost import ENGINE_GDMA, ENGINE_TIU, Job, Span, Timeline, schedule
 from tpuc.errors import TpucError
 from tpuc.isa.engine import ENGINE_NAMES
-from tpuc.isa.opcodes import GDMA_COPY, OP_NAMES
 from tpuc.isa.records import ENGINES, Command, split_commands
 from tpuc.isa.units import command_phases
 
@@ -31,7 +30,7 @@ class CommandTag:
 
     subnet: int
     index: int  # position in its engine's stream (0-based)
-    op: str  # op name, or GDMA_COPY
+    op: str  # the command's name (docs/isa.md), e.g. TIU_CONV
     layer_id: int
 
 
@@ -87,7 +86,7 @@ def _jobs(commands: list[Command], subnet: int, what: str) -> list[Job]:
     jobs = []
     for index, cmd in enumerate(commands):
         code = cmd.header.opcode
-        op = "GDMA_COPY" if code == GDMA_COPY else ENGINE_NAMES.get(code) or OP_NAMES.get(code)
+        op = ENGINE_NAMES.get(code)
         engine = ENGINES.get(cmd.header.engine, str(cmd.header.engine))
         try:
             phases = command_phases(cmd)

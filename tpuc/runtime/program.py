@@ -31,8 +31,7 @@ from tpuc.isa.records import (
 from tpuc.kernels.cast import from_real, to_real
 from tpuc.kernels.executor import Executor
 from tpuc.runtime.device import Device, Region
-from tpuc.runtime.engine import element_of
-from tpuc.runtime.executable import Step, make_step
+from tpuc.runtime.engine import Step, element_of, engine_step
 from tpuc.runtime.validate import build_step
 
 
@@ -143,7 +142,7 @@ class Program:
         except ValueError as exc:
             raise TpucError(f"{self.source}: corrupt command stream: {exc}") from None
         return [
-            build_step(make_step, c, self.device, command_name(what, c, i))
+            build_step(engine_step, c, self.device, command_name(what, c, i))
             for i, c in enumerate(commands)
         ]
 
