@@ -38,6 +38,7 @@ from tpuc.isa.records import (
     element_bytes,
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
+from tpuc.kernels.data import slice_bounds
 from tpuc.passes.address_assign import address_of
 from tpuc.registry import Registry
 
@@ -211,16 +212,25 @@ def _permute(op: Operation, layer_id: int) -> list[Command] | None:
 
 @copy_rule(tpu.SliceOp)
 def _slice(op: Operation, layer_id: int) -> list[Command] | None:
+    """A strided view of the input, each axis clamped as the Slice kernel
+    clamps it (`slice_bounds`); a negative step is a negative stride."""
     if not _same_type(op):
         return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
-    offsets, steps = op.value("offset") or [], op.value("steps") or []
-    if len(offsets) != len(src.shape) or len(steps) != len(src.shape) or min(steps) < 1:
+    rank = len(src.shape)
+    offsets, steps = op.value("offset") or [0] * rank, op.value("steps") or [1] * rank
+    ends = op.value("ends") or [None] * rank
+    if not len(offsets) == len(steps) == len(ends) == rank or 0 in steps:
         return None
-    strides = contiguous_strides(src.shape)
-    starts = [o % d if d else 0 for o, d in zip(offsets, src.shape, strict=True)]
-    offset = sum(s * st for s, st in zip(starts, strides, strict=True))
-    view = _view(src, dst.shape, [st * k for st, k in zip(strides, steps, strict=True)], offset)
+    strides = src.element_strides()
+    view_strides, offset = [], 0
+    for i, dim in enumerate(src.shape):
+        picked = range(dim)[slice_bounds(offsets[i], ends[i], steps[i], dim)]
+        if len(picked) != dst.shape[i]:
+            return None
+        offset += (picked.start if len(picked) else 0) * strides[i]
+        view_strides.append(picked.step * strides[i])
+    view = _view(src, dst.shape, view_strides, offset)
     return [copy_command(view, dst, layer_id)]
 
 
