@@ -180,3 +180,72 @@ def test_int8_sum_of_five_inputs_stays_float(forms, tmp_path):
         if op.name == "tpu.Add" and len(op.operands) == 5
     ]
     assert adds == [("TIU_FARITH", 0)], adds
+
+
+# --- a qtable mixed-precision Concat ------------------------------------------------------
+
+
+def mixed_model(path: Path) -> None:
+    """x -> Conv -> (Sigmoid: u8 table | Relu, kept F16 by the qtable | x)
+    -> Concat: an INT8 Concat of three quantized types, one through a Cast
+    from F16."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(31)
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w", "bias"], ["c"], pads=[1, 1, 1, 1]),
+        node("Sigmoid", ["c"], ["sg"]),
+        node("Relu", ["c"], ["r"]),
+        node("Mul", ["r", "r"], ["rr"]),
+        node("Concat", ["sg", "rr", "x"], ["y"], axis=1),
+    ]
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype("f4") * 0.3, "w"),
+        numpy_helper.from_array(rng.standard_normal(4).astype("f4") * 0.1, "bias"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 4, 4])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, path)
+
+
+def test_qtable_mixed_concat_on_engine_commands(tmp_path):
+    from tpuc.dialects import tpu
+    from tpuc.ir import element_of
+
+    mixed_model(tmp_path / "mixed.onnx")
+    rng = np.random.default_rng(32)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal(SHAPE).astype(np.float32))
+    argv = ["--model_name", "forms", "--model_def", str(tmp_path / "mixed.onnx")]
+    argv += ["--test_input", str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "m.mlir")]
+    assert model_transform.run(argv) == 0
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for i in range(4):
+        np.savez(samples / f"s{i}.npz", x=rng.standard_normal(SHAPE).astype(np.float32))
+    table = str(tmp_path / "cali")
+    assert (
+        run_calibration.run([str(tmp_path / "m.mlir"), "--dataset", str(samples), "-o", table]) == 0
+    )
+    (tmp_path / "qtable").write_text("r F16\nrr F16\n")
+    argv = ["--mlir", str(tmp_path / "m.mlir"), "--chip", "bm1684x", "--quantize", "INT8"]
+    argv += ["--calibration_table", table, "--quantize_table", str(tmp_path / "qtable")]
+    argv += ["--test_input", str(tmp_path / "forms_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "forms.bmodel")]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    concat_inputs, results = None, set()
+    for step, op in _steps(tmp_path):
+        assert isinstance(step, EngineStep | CopyStep), step.what  # nothing transitional
+        results |= {str(element_of(v)) for v in op.results}
+        if isinstance(op, tpu.ConcatOp):
+            concat_inputs = {str(element_of(v)).split(":")[0] for v in op.operands}
+            assert step.name == "TIU_CVT", step.name
+    assert concat_inputs is not None and len(concat_inputs) == 2, concat_inputs  # i8 and u8
+    assert "f16" in results, results  # the qtable's layers ran in F16
