@@ -402,7 +402,7 @@ def _float_compare_const(op: Operation, layer_id: int) -> list[Command] | None:
     form = isa.FARITH_CONST_REVERSED if op.value("inversed") else isa.FARITH_CONST
     code = isa.FARITH_OPS.index(op.value("mode"))
     const_val = float(op.value("const_val"))
-    block = isa.FarithBlock(code, 1, 0, form, 0, (), const_val, math.nan)
+    block = isa.FarithBlock(code, 1, 0, form, 0, (), const_val, 0.0)
     return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
 
 
