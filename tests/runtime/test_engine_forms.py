@@ -249,3 +249,33 @@ def test_qtable_mixed_concat_on_engine_commands(tmp_path):
             assert step.name == "TIU_CVT", step.name
     assert concat_inputs is not None and len(concat_inputs) == 2, concat_inputs  # i8 and u8
     assert "f16" in results, results  # the qtable's layers ran in F16
+
+
+def test_rank5_tile_past_max_rank_is_copies(tmp_path):
+    """np.tile of a rank-5 tensor, every axis repeated: the (r, d) copy
+    shape has 10 axes, more than a record holds; it deploys as GDMA copies."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    reps = numpy_helper.from_array(np.array([2, 3, 2, 2, 2], np.int64), "r")
+    graph = helper.make_graph(
+        [helper.make_node("Tile", ["x", "r"], ["y"])],
+        "tile5",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 2, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6, 4, 4, 6])],
+        [reps],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, tmp_path / "tile5.onnx")
+    x = np.random.default_rng(41).standard_normal((2, 2, 2, 2, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    argv = ["--model_name", "forms", "--model_def", str(tmp_path / "tile5.onnx")]
+    argv += ["--test_input", str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "t.mlir")]
+    assert model_transform.run(argv) == 0
+    argv = ["--mlir", str(tmp_path / "t.mlir"), "--chip", "bm1684x", "--quantize", "F16"]
+    argv += ["--test_input", str(tmp_path / "forms_in_f32.npz")]
+    argv += ["--model", str(tmp_path / "forms.bmodel")]
+    assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
+    tiles = [step for step, op in _steps(tmp_path) if op.name == "tpu.Tile"]
+    assert tiles and all(isinstance(step, CopyStep) for step in tiles), tiles
+    assert len(tiles) == 4  # two leading axes past MAX_RANK: one copy per index
