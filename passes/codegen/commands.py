@@ -14,7 +14,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
@@ -327,7 +326,7 @@ def _fit_rank(shape, src_strides, dst_strides) -> list[tuple]:
         else:
             merged.append((n, s, d))
     merged = merged or [(1, 1, 1)]
-    lead, rest = merged[: -MAX_RANK] if len(merged) > MAX_RANK else [], merged[-MAX_RANK:]
+    lead, rest = merged[:-MAX_RANK] if len(merged) > MAX_RANK else [], merged[-MAX_RANK:]
     part = tuple(n for n, _, _ in rest)
     inner_s, inner_d = tuple(s for _, s, _ in rest), tuple(d for _, _, d in rest)
     copies = []
