@@ -47,6 +47,7 @@ from tpuc.isa.records import ENGINE_TIU
 
 CHIP = "bm1684x"
 MODES = ("INT8", "F16", "BF16", "F32")
+INT8_ASYM = "INT8_ASYM"  # --modes may add it: INT8 with asymmetric (zero-point) types
 DEMO = Path(__file__).resolve().parent.parent / "tpuc" / "data" / "tinycnn.onnx"
 
 
@@ -207,7 +208,8 @@ def compile_mode(
         cpu.append((op.name, "CPU subnet"))
         return builder_original(op, layer_id, engine)
 
-    lower(module, CHIP, mode, cali_table=table if mode == "INT8" else None)
+    integer = mode.startswith("INT8")
+    lower(module, CHIP, "INT8" if integer else mode, mode == INT8_ASYM, table if integer else None)
     expected = run_tpu(module, store, inputs) if inputs is not None else None
     commands.tiu_command, bmodel_builder.tiu_command = spy, cpu_spy
     try:
@@ -249,7 +251,7 @@ def run_case(
         skipped[f"frontend: {first_line(exc)}"] += 1
         return []
     table = None
-    if "INT8" in modes:
+    if any(m.startswith("INT8") for m in modes):
         try:
             table = calibration_table(module, store, case.inputs, work / f"{case.name}_cali")
         except Timeout:
@@ -258,7 +260,7 @@ def run_case(
             skipped[f"calibration: {first_line(exc)}"] += 1
     found = []
     for mode in modes:
-        if mode == "INT8" and table is None:
+        if mode.startswith("INT8") and table is None:
             continue
         try:
             copy, copy_store = module.clone(), WeightStore(store)

@@ -296,8 +296,6 @@ NO_FUSED_RELU = (tpu.DivOp, tpu.PowTensorOp)
 @engine_rule(tpu.MaxOp, tpu.MinOp, tpu.DivOp, tpu.PowTensorOp, tpu.ScaleOp, *CONST_OPS)
 def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
     """F32/F16/BF16 elementwise arithmetic: one TIU_FARITH (`kind` 0)."""
-    if isinstance(op, STORED_FOLDS) and _int_only(op):
-        return _stored_fold(op, layer_id)
     if _int_only(op) or len(op.results) != 1:
         return None
     count = len(op.operands)
@@ -335,35 +333,6 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
     return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
 
 
-STORED_FOLDS = (tpu.MaxOp, tpu.MinOp)
-"""Integer ops the interpreter runs as TOP's fold on stored values (one type)."""
-
-
-def _stored_fold(op: Operation, layer_id: int) -> list[Command] | None:
-    """INT8 Max/Min of inputs sharing the result's quantized type: TIU_FARITH
-    with `kind` 1, TOP's fold on the stored integers, then the block's ReLU
-    clamping at Z_out (the interpreter's `data_ops.moved` record)."""
-    operands = [tensor_record(v, op) for v in op.operands]
-    out = tensor_record(op.results[0], op)
-    if len(op.results) != 1 or not 1 <= len(operands) <= isa.MAX_FARITH_INPUTS:
-        return None
-    if not all(r.flags & TENSOR_QUANTIZED and _same_quant(r, out) for r in operands):
-        return None  # a move needs one quantized type (else the op's own error)
-    relu = bool(op.value("do_relu"))
-    limit = op.value("relu_limit") if relu else None
-    block = isa.FarithBlock(
-        isa.FARITH_OPS.index(FARITH_KINDS[type(op)]),
-        len(operands),
-        0,
-        isa.FARITH_TENSORS,
-        int(relu),
-        (),
-        0.0,
-        math.nan if limit is None else float(limit),
-    )
-    return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=1)]
-
-
 SELECT_OPS: dict[type, int] = {tpu.WhereOp: 3, tpu.PReluOp: 2, tpu.CompareOp: 2}
 """Float ops on TIU_FARITH without coefficients or ReLU, and their input counts."""
 
@@ -385,24 +354,6 @@ def _float_select(op: Operation, layer_id: int) -> list[Command] | None:
     block = isa.FarithBlock(
         isa.FARITH_OPS.index(kind), count, 0, isa.FARITH_TENSORS, 0, (), 0.0, 0.0
     )
-    return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
-
-
-@engine_rule(tpu.CompareConstOp)
-def _float_compare_const(op: Operation, layer_id: int) -> list[Command] | None:
-    """Float CompareConst: TIU_FARITH's compare mode in a const form (the
-    constant on the left when `inversed`), TOP's ew.compare rounded to the
-    result type. The lowering never makes an integer one (no INT8 rule)."""
-    if _int_only(op) or len(op.operands) != 1 or op.value("mode") not in isa.FARITH_OPS:
-        return None
-    operands = [tensor_record(op.operands[0], op)]
-    out = tensor_record(op.results[0], op)
-    if not _plain_float([*operands, out]) or op.value("do_relu"):
-        return None
-    form = isa.FARITH_CONST_REVERSED if op.value("inversed") else isa.FARITH_CONST
-    code = isa.FARITH_OPS.index(op.value("mode"))
-    const_val = float(op.value("const_val"))
-    block = isa.FarithBlock(code, 1, 0, form, 0, (), const_val, 0.0)
     return [engine_command(isa.TIU_FARITH, block, operands, [out], layer_id, kind=0)]
 
 
@@ -682,3 +633,6 @@ def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
     """The op's engine-level commands, or None (no rule, or it declined)."""
     rule = ENGINE_RULES.get(type(op))
     return rule(op, layer_id) if rule is not None else None
+
+
+from tpuc.passes.codegen import engine_select  # noqa: E402, F401  (registers its rules)
