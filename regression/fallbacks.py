@@ -21,7 +21,9 @@ its reason counted. Inputs are seeded: float inputs are standard normal,
 integer and bool inputs (indices, masks) are the case's own data (int64
 ones become initializers: the frontend needs axes, pads, shapes constant),
 all fed as f32 as tpuc's bmodels take them. With --check, each bmodel also
-runs in the simulator against the TPU interpreter, bit for bit.
+runs in the simulator against the TPU interpreter, bit for bit. --modes
+may add INT8_ASYM (asymmetric types) and INT8_MIXED (a seeded qtable puts
+every other layer in F16 or BF16: the mixed-precision boundaries).
 
     python regression/fallbacks.py [--sample N] [--seed S] [--modes INT8,F16]
         [--only SUBSTRING] [--timeout SECONDS] [--check] [-v]
@@ -53,6 +55,25 @@ from tpuc.isa.records import ENGINE_TIU
 CHIP = "bm1684x"
 MODES = ("INT8", "F16", "BF16", "F32")
 INT8_ASYM = "INT8_ASYM"  # --modes may add it: INT8 with asymmetric (zero-point) types
+INT8_MIXED = "INT8_MIXED"  # --modes may add it: INT8, every other layer F16/BF16 (a qtable)
+
+
+def mixed_qtable(module, table: Path) -> Path:
+    """A qtable putting every other named TOP op in F16 or BF16 (in turn):
+    the mixed-precision boundaries (casts, requants, mixed Concat inputs)."""
+    from tpuc.ir import body_ops, main_function
+
+    names = [
+        op.names[0]
+        for op in body_ops(main_function(module).body.block)
+        if getattr(op, "names", None) and not op.name.startswith(("top.Input", "top.Weight"))
+    ]
+    lines = [f"{n} {('F16', 'BF16')[i // 2 % 2]}" for i, n in enumerate(names) if i % 2]
+    path = table.with_suffix(".qtable")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 DEMO = Path(__file__).resolve().parent.parent / "tpuc" / "data" / "tinycnn.onnx"
 
 
@@ -257,7 +278,15 @@ def compile_mode(
         return builder_original(op, layer_id, engine)
 
     integer = mode.startswith("INT8")
-    lower(module, CHIP, "INT8" if integer else mode, mode == INT8_ASYM, table if integer else None)
+    qtable = mixed_qtable(module, table) if mode == INT8_MIXED else None
+    lower(
+        module,
+        CHIP,
+        "INT8" if integer else mode,
+        mode == INT8_ASYM,
+        table if integer else None,
+        qtable,
+    )
     expected = run_tpu(module, store, inputs) if inputs is not None else None
     commands.tiu_command, bmodel_builder.tiu_command = spy, cpu_spy
     try:
