@@ -37,7 +37,7 @@ from xdsl.irdl import operand_def, result_def, traits_def
 
 from tpuc.dialects import top
 from tpuc.dialects.base import AnyTensor, TensorOp
-from tpuc.dialects.top.base import ints, real, text
+from tpuc.dialects.top.base import ints, text
 from tpuc.dialects.tpu.mirror import tpu_op
 from tpuc.dialects.tpu.mirrored import (
     AddConstOp,
@@ -251,17 +251,6 @@ class RequantIntAxisOp(Requantized):
 
 
 @tpu_op()
-class RequantFpOp(TensorOp):
-    """Integer rescale through a float32 scale: clamp(round((q − Z_in)·scale) + Z_out)."""
-
-    name = "tpu.RequantFp"
-    input = operand_def(AnyTensor)
-    output = result_def(AnyTensor)
-    scale = real(1.0)
-    round_mode = text("HalfAwayFromZero")
-
-
-@tpu_op()
 class DequantIntOp(Requantized):
     """Quantized -> float by an integer multiplier and shift:
     (q − Z_in)·multiplier / 2^rshift, rounded to the float result type."""
@@ -332,7 +321,6 @@ TPU_OPS: list[type[TensorOp]] = [
     LutOp,
     RequantIntOp,
     RequantIntAxisOp,
-    RequantFpOp,
     DequantIntOp,
 ]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
@@ -34,6 +35,7 @@ from tpuc.isa.records import (
     element_bytes,
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
+from tpuc.kernels.data import slice_bounds
 from tpuc.passes.address_assign import address_of
 from tpuc.registry import Registry
 
@@ -155,16 +157,25 @@ def _permute(op: Operation, layer_id: int) -> list[Command] | None:
 
 @copy_rule(tpu.SliceOp)
 def _slice(op: Operation, layer_id: int) -> list[Command] | None:
+    """A strided view of the input, each axis clamped as the Slice kernel
+    clamps it (`slice_bounds`); a negative step is a negative stride."""
     if not _same_type(op):
         return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
-    offsets, steps = op.value("offset") or [], op.value("steps") or []
-    if len(offsets) != len(src.shape) or len(steps) != len(src.shape) or min(steps) < 1:
+    rank = len(src.shape)
+    offsets, steps = op.value("offset") or [0] * rank, op.value("steps") or [1] * rank
+    ends = op.value("ends") or [None] * rank
+    if not len(offsets) == len(steps) == len(ends) == rank or 0 in steps:
         return None
-    strides = contiguous_strides(src.shape)
-    starts = [o % d if d else 0 for o, d in zip(offsets, src.shape, strict=True)]
-    offset = sum(s * st for s, st in zip(starts, strides, strict=True))
-    view = _view(src, dst.shape, [st * k for st, k in zip(strides, steps, strict=True)], offset)
+    strides = src.element_strides()
+    view_strides, offset = [], 0
+    for i, dim in enumerate(src.shape):
+        picked = range(dim)[slice_bounds(offsets[i], ends[i], steps[i], dim)]
+        if len(picked) != dst.shape[i]:
+            return None
+        offset += (picked.start if len(picked) else 0) * strides[i]
+        view_strides.append(picked.step * strides[i])
+    view = _view(src, dst.shape, view_strides, offset)
     return [copy_command(view, dst, layer_id)]
 
 
@@ -222,7 +233,8 @@ def _leading_ones(src: TensorRecord, rank: int) -> tuple[list[int], list[int]]:
 @copy_rule(tpu.TileOp)
 def _tile(op: Operation, layer_id: int) -> list[Command] | None:
     """np.tile: one copy of shape (…, r_i, d_i, …) over the repeated axes, the
-    source read with stride 0 on each repeat axis (as Upsample)."""
+    source read with stride 0 on each repeat axis (as Upsample); past
+    MAX_RANK axes, fewer axes or several copies (`_fit_rank`)."""
     if not (_same_type(op) and _plain(op)):
         return None
     src, dst = tensor_record(op.operands[0], op), tensor_record(op.results[0], op)
@@ -239,11 +251,34 @@ def _tile(op: Operation, layer_id: int) -> list[Command] | None:
             source.append(0)
         shape.append(d)
         source.append(st)
-    if len(shape) > MAX_RANK:
-        return None
-    view = _view(src, shape, source, 0)
-    target = _view(dst, shape, contiguous_strides(shape), 0)
-    return [copy_command(view, target, layer_id)]
+    return [
+        copy_command(_view(src, part, s, s_off), _view(dst, part, d, d_off), layer_id)
+        for part, s, s_off, d, d_off in _fit_rank(shape, source, contiguous_strides(shape))
+    ]
+
+
+def _fit_rank(shape, src_strides, dst_strides) -> list[tuple]:
+    """One strided copy of `shape` as copies of at most MAX_RANK axes, each
+    (shape, source strides, source offset, destination strides, destination
+    offset) in elements: size-1 axes dropped, then axes that are one run in
+    both tensors merged, then one copy per index of the leading axes left."""
+    axes = [(n, s, d) for n, s, d in zip(shape, src_strides, dst_strides, strict=True) if n != 1]
+    merged: list[tuple[int, int, int]] = []
+    for n, s, d in axes:
+        if merged and merged[-1][1] == s * n and merged[-1][2] == d * n:
+            merged[-1] = (merged[-1][0] * n, s, d)
+        else:
+            merged.append((n, s, d))
+    merged = merged or [(1, 1, 1)]
+    lead, rest = merged[:-MAX_RANK] if len(merged) > MAX_RANK else [], merged[-MAX_RANK:]
+    part = tuple(n for n, _, _ in rest)
+    inner_s, inner_d = tuple(s for _, s, _ in rest), tuple(d for _, _, d in rest)
+    copies = []
+    for index in np.ndindex(*(n for n, _, _ in lead)):
+        s_off = sum(i * s for i, (_, s, _) in zip(index, lead, strict=True))
+        d_off = sum(i * d for i, (_, _, d) in zip(index, lead, strict=True))
+        copies.append((part, inner_s, s_off, inner_d, d_off))
+    return copies
 
 
 @copy_rule(tpu.ExpandOp)

@@ -309,7 +309,7 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
     count = len(op.operands)
     operands = [tensor_record(v, op) for v in op.operands]
     out = tensor_record(op.results[0], op)
-    if count > isa.MAX_INPUTS or not _plain_float([*operands, out]):
+    if count > isa.MAX_FARITH_INPUTS or not _plain_float([*operands, out]):
         return None
     if isinstance(op, CONST_OPS):
         if count != 1:
@@ -324,7 +324,7 @@ def _float_arith(op: Operation, layer_id: int) -> list[Command] | None:
             return None
         form, const_val = isa.FARITH_TENSORS, 0.0
     coeff = tuple(float(c) for c in op.value("coeff") or ()) if isinstance(op, tpu.AddOp) else ()
-    if len(coeff) > isa.MAX_INPUTS:
+    if len(coeff) > isa.MAX_INPUTS:  # the block's coeff slots; inputs past it need none
         return None
     relu = not isinstance(op, NO_FUSED_RELU) and bool(op.value("do_relu"))
     limit = op.value("relu_limit") if relu else None
@@ -644,4 +644,4 @@ def engine_commands(op: Operation, layer_id: int) -> list[Command] | None:
 
 
 # rules of later op families live in their own modules and register into ENGINE_RULES
-from tpuc.passes.codegen import data_rules, engine_rules_resize_rnn  # noqa: E402, F401
+from tpuc.passes.codegen import data_rules, engine_rules_resize_rnn, engine_select  # noqa: E402, F401

@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
 from tpuc.ir import element_of
+from tpuc.isa.engine import MAX_INPUTS
 from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
@@ -72,6 +73,17 @@ def lower_add_sub(lw: Lowering):
 
 
 # --- Mul ------------------------------------------------------------------------------------
+
+
+MAX_ADD_INPUTS = MAX_INPUTS
+"""Add/Sub inputs one INT8 command takes (TIU_ARITH's per-input multiplier
+slots): a wider Sum keeps the float fallback, whose TIU_FARITH takes any
+count (there is no int32 scratch tensor to split the sum over several
+commands)."""
+
+
+def arith_inputs(op: top.AddOp) -> bool:
+    return len(op.operands) <= MAX_ADD_INPUTS
 
 
 def two_inputs(op: top.MulOp) -> bool:

@@ -20,7 +20,12 @@ from xdsl.ir import Operation, SSAValue
 from tpuc.dialects import top, tpu
 from tpuc.ir import element_of
 from tpuc.passes.lowering.context import Lowering
-from tpuc.passes.lowering.int8_eltwise import lower_add_sub, lower_mul, two_inputs
+from tpuc.passes.lowering.int8_eltwise import (
+    arith_inputs,
+    lower_add_sub,
+    lower_mul,
+    two_inputs,
+)
 from tpuc.passes.lowering.int8_lut import (
     LUT_OPS,
     float_kernel,
@@ -136,7 +141,7 @@ def lower_unary(lw: Lowering):
     return lower_region(lw) or lower_lut(lw)
 
 
-@lowering(top.AddOp, top.SubOp, modes=("INT8",))
+@lowering(top.AddOp, top.SubOp, modes=("INT8",), when=arith_inputs)
 def lower_add_sub_region(lw: Lowering):
     return lower_region(lw) or lower_add_sub(lw)
 

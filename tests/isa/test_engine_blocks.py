@@ -130,6 +130,16 @@ VECTORS = [
     (isa.GDMA_FILL, isa.FillBlock(0.7), "66 66 66 66 66 66 e6 3f"),  # the docs/isa.md vector
     (isa.GDMA_FILL, isa.FillBlock(-7.0), "00 00 00 00 00 00 1c c0"),  # a stored int8
     (isa.GDMA_GATHER, isa.GatherBlock(-2), "fe ff ff ff 00 00 00 00"),
+    (  # CompareConst 0.3 > x (Greater, const form reversed): the docs/isa.md vector
+        isa.TIU_FARITH,
+        isa.FarithBlock(12, 1, 0, isa.FARITH_CONST_REVERSED, 0, (), 0.3, 0.0),
+        "0c 01 00 02 00 00 00 00" + " 00" * 32 + " 33 33 33 33 33 33 d3 3f" + " 00" * 8,
+    ),
+    (  # an integer Max of five inputs, ReLU up to 6 (kind 1 in the header)
+        isa.TIU_FARITH,
+        isa.FarithBlock(3, 5, 0, 0, 1, (), 0.0, 6.0),
+        "03 05 00 00 01 00 00 00" + " 00" * 32 + " 00" * 8 + " 00 00 00 00 00 00 18 40",
+    ),
     (  # Sigmoid with option log: the docs/isa.md vector
         isa.TIU_SFU,
         isa.SfuBlock(2, 1.0, -0.5, 1),

@@ -12,12 +12,10 @@ import pytest
 from tpuc.errors import TpucError
 from tpuc.kernels.cast import (
     Cast,
-    RequantFp,
     Rescale,
     cast,
     convert,
     from_real,
-    requant_fp,
     rescale,
     to_real,
 )
@@ -177,19 +175,6 @@ def test_dequant_to_float_rounds_once():
     # (q)·1·2^-11 for q = 2049: 1 + 2^-11 is an f16 tie -> 1 (even)
     p = Rescale(I8_ONE, Requant(F16, (1,), (11,)), per_channel=True)
     assert rescale(p, np.array([2049.0])).tolist() == [1.0]
-
-
-def test_requant_fp_rounds_in_float32_and_saturates():
-    # (q − 10)·0.5 = [1.5, -2.5, 100] -> half away [2, -3, 100] + 1, clamp to [-128, 127]
-    p = RequantFp(U8_Z10, quantized("i8", 1.0, 1, -128, 127), 0.5)
-    assert requant_fp(p, a(13, 5, 210)).tolist() == [3, -2, 101]
-    p = RequantFp(U8_Z10, I8_ONE, 0.5, "HalfToEven")
-    assert requant_fp(p, a(13, 5, 255)).tolist() == [2, -2, 122]
-    with pytest.raises(TpucError, match="unknown round_mode"):
-        requant_fp(RequantFp(U8_Z10, I8_ONE, 0.5, "Nearest"), a(13))
-
-
-# --- rounding ------------------------------------------------------------------------------
 
 
 def test_round_float_and_results():

@@ -129,6 +129,7 @@ MAX_SPATIAL = 3  # conv / pool spatial axes
 MAX_INPUTS = 4  # ARITH inputs
 MAX_AXES = 8  # REDUCE axes
 MAX_RESIZE_AXES = 8  # RESIZE target dims
+MAX_FARITH_INPUTS = 255  # FARITH inputs (its n_inputs byte; only `coeff` has MAX_INPUTS slots)
 
 
 class BlockError(ValueError):

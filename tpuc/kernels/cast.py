@@ -1,5 +1,5 @@
 """Precision changes: tpu.Cast, the integer rescales (RequantInt/-Axis,
-RequantFp, DequantInt) and the device boundary's real <-> stored values.
+DequantInt) and the device boundary's real <-> stored values.
 
 Values follow the TPU convention (float32 arrays holding f16/bf16 values or
 stored integers). Every rounding goes through `tpuc.numerics` or an explicit
@@ -18,7 +18,7 @@ from tpuc.kernels.arrays import Array, f32
 from tpuc.kernels.element import Element
 from tpuc.kernels.requant import DEFAULT_ROUND, Requant, centered, requant_output
 from tpuc.kernels.rounding import float_rounding, round_float
-from tpuc.numerics import dequantize, quantize, saturate, to_bf16
+from tpuc.numerics import dequantize, quantize, to_bf16
 
 # --- the device boundary ---------------------------------------------------------------------
 
@@ -133,21 +133,3 @@ def rescale(p: Rescale, x: Array) -> Array:
     """requant(q − Z_in, M, r) + Z_out, saturated (or the float epilogue)."""
     check_rescale(p, channels_of(x))
     return requant_output(p.requant, centered(x, p.inp))
-
-
-@dataclass(frozen=True)
-class RequantFp:
-    """clamp(round((q − Z_in)·scale) + Z_out), the product in float32."""
-
-    inp: Element
-    out: Element
-    scale: float
-    round_mode: str = DEFAULT_ROUND
-
-
-def requant_fp(p: RequantFp, x: Array) -> Array:
-    """(q − Z_in)·scale in float32, rounded by `round_mode`, + Z_out, saturated."""
-    x = centered(x, p.inp, np.float32)
-    q = float_rounding(p.round_mode)(np.multiply(x, np.float32(p.scale), dtype=np.float32))
-    q += np.float32(p.out.zero_point)
-    return saturate(q, p.out.qmin, p.out.qmax)

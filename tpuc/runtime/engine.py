@@ -140,6 +140,10 @@ def _stored_reduce(p: data.Stored, x: np.ndarray) -> np.ndarray:
     return data.stored(p, reduce_lib.reduce, x)
 
 
+def _stored_fold(p: data.Stored, *xs: np.ndarray) -> np.ndarray:
+    return data.stored(p, ew.fold, *xs)
+
+
 class EngineStep(Step):
     """A TIU engine-level command: its library record and kernel, built at load."""
 
@@ -326,7 +330,15 @@ class EngineStep(Step):
         relu = Relu()
         if b.relu:
             relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
-        if b.form != isa.FARITH_TENSORS:
+        if not self.is_float:  # Max/Min of stored integers sharing one type
+            if kind not in ("Max", "Min") or b.form != isa.FARITH_TENSORS or b.coeff:
+                raise ValueError(f"integer FARITH {kind} form {b.form}")
+            record = data.Stored(ew.Fold(kind), relu, element_of(self.command.results[0]))
+            return record, _stored_fold, tuple(range(b.n_inputs))
+        if b.form != isa.FARITH_TENSORS and kind in ew.COMPARE:  # CompareConst
+            reverse = b.form == isa.FARITH_CONST_REVERSED
+            record, kernel = ew.Compare(kind, b.const_val, reverse), ew.compare
+        elif b.form != isa.FARITH_TENSORS:
             reverse = b.form == isa.FARITH_CONST_REVERSED
             record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
         elif kind == "Scale":

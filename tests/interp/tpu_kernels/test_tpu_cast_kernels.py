@@ -123,7 +123,7 @@ def test_cast_to_attribute_applies_tops_cast_first():
     assert run(tpu.CastOp, f32, f32, [2.7, -2.7], to="INT32").tolist() == [2, -2]
 
 
-# --- RequantInt / RequantIntAxis / RequantFp ---------------------------------------------------
+# --- RequantInt / RequantIntAxis ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -180,17 +180,6 @@ def test_requant_int_axis_per_channel():
     y = run(tpu.RequantIntAxisOp, q8("i8", 1.0), q8("i8", 1.0), x, multiplier=[1, 3], rshift=[0, 1])
     expected = np.array([[[1, 3], [1, 3]], [[-8, 8], [-2, 3]]], np.float32).transpose(1, 0, 2)
     np.testing.assert_array_equal(y, expected)
-
-
-def test_requant_fp():
-    # (q - 1) * 0.5 = [1, -2, 1.5, -1.5] -> [1, -2, 2, -2] half away; + 4
-    y = run(tpu.RequantFpOp, q8("i8", 1.0, 1), q8("i8", 1.0, 4), [3, -3, 4, -2], scale=0.5)
-    assert y.tolist() == [5, 2, 6, 2]
-    y = run(tpu.RequantFpOp, q8("i8", 1.0), q8("u8", 1.0), [100, -100], scale=3.0)
-    assert y.tolist() == [255, 0]
-
-
-# --- DequantInt -----------------------------------------------------------------------------
 
 
 def test_dequant_int_f32():

@@ -62,18 +62,8 @@ def rescale_params(op) -> lib.Rescale:
     )
 
 
-def requant_fp_params(op) -> lib.RequantFp:
-    return lib.RequantFp(
-        element_of_value(op.operands[0]),
-        element_of_value(op.results[0]),
-        float(op.value("scale")),
-        round_mode_of(op),
-    )
-
-
 tpu_kernel(tpu.RequantIntOp, tpu.RequantIntAxisOp)(library_kernel(rescale_params, lib.rescale))
 tpu_kernel(tpu.DequantIntOp, kinds=("float", "int"))(library_kernel(rescale_params, lib.rescale))
-tpu_kernel(tpu.RequantFpOp)(library_kernel(requant_fp_params, lib.requant_fp))
 
 
 # --- table lookup ------------------------------------------------------------------------
