@@ -58,9 +58,9 @@ class _Checker:
                 f"activation size {p.ctx_size} exceeds the model's neuron_size "
                 f"{self.model.neuron_size}"
             )
+        if not p.outputs:  # no inputs is fine: a model may compute constants
+            raise self.fail("the output tensor list is empty")
         for what, tensors in (("input", p.inputs), ("output", p.outputs)):
-            if not tensors:
-                raise self.fail(f"the {what} tensor list is empty")
             for t in tensors:
                 self.tensor(t, f"{what} '{t.name}'")
         if len({t.name for t in p.inputs}) != len(p.inputs):
@@ -68,27 +68,18 @@ class _Checker:
         if not p.subnets:
             raise self.fail("the subnet list is empty")
         self.subnets(p.subnets)
-        produced = {self.key(t) for s in p.subnets for t in s.outputs} | {
-            self.key(t) for t in p.inputs
-        }
-        read = {self.key(t) for s in p.subnets for t in s.inputs}
-        for t in p.inputs:
-            if self.key(t) not in read:
-                raise self.fail(
-                    f"input '{t.name}' (at {t.device_addr:#x}, {list(t.shape)} {t.dtype}) is "
-                    "read by no subnet"
-                )
-        lo, hi = self.regions["coefficients"]
+        # an output is written by a subnet, or is (an in-place view of) a net
+        # input or a subnet's output, or a constant in the coefficients
+        spans = [(t.device_addr, t.device_addr + t.size) for s in p.subnets for t in s.outputs]
+        spans += [(t.device_addr, t.device_addr + t.size) for t in p.inputs]
+        spans.append(self.regions["coefficients"])
         for t in p.outputs:
-            if self.key(t) not in produced and not lo <= t.device_addr < hi:
+            end = t.device_addr + t.size
+            if not any(lo <= t.device_addr and end <= hi for lo, hi in spans):
                 raise self.fail(
                     f"output '{t.name}' (at {t.device_addr:#x}, {list(t.shape)} {t.dtype}) is "
                     "neither written by a subnet nor a net input"
                 )
-
-    @staticmethod
-    def key(t: TensorDesc) -> tuple:
-        return (t.name, t.device_addr, t.dtype, tuple(t.shape))
 
     def tensor(self, t: TensorDesc, what: str) -> None:
         """Shape, size, place and quantization of one tensor."""
