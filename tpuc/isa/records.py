@@ -22,10 +22,6 @@ ENGINES = {ENGINE_TIU: "TIU", ENGINE_GDMA: "GDMA", ENGINE_CPU: "CPU"}
 
 SPACE_GLOBAL, SPACE_LOCAL, SPACE_ABSENT = 0, 1, 0xFF
 
-# command flags
-FLAG_COEFF_MERGED = 1  # operand 2 is the (1, oc, 1, 3) i32 [bias, multiplier, rshift]
-FLAG_FILTER_REORDERED = 2  # operand 1 is the (1, oc, ic/g, kh*kw) filter
-
 # tensor flags
 TENSOR_QUANTIZED = 1  # a !quant.uniform storage type: scale, zero point, range apply
 TENSOR_SIGNED_INT = 2  # an explicitly signed integer type (si8 filters)
