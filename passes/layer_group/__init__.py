@@ -89,7 +89,9 @@ class LayerGroupPass(ModulePass):
         from tpuc.passes.layer_group.search import layers
 
         if self.opt not in (1, 2):
-            raise TpucError(f"{self.name}: opt={self.opt}; use 1 (greedy) or 2 (dynamic programming)")
+            raise TpucError(
+                f"{self.name}: opt={self.opt}; use 1 (greedy) or 2 (dynamic programming)"
+            )
         require_state(
             op,
             self.name,

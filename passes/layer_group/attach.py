@@ -46,7 +46,9 @@ def name_of(value: SSAValue) -> str:
 
 
 def _dict(items: dict[str, object]) -> DictionaryAttr:
-    return DictionaryAttr({k: v if isinstance(v, Attribute) else to_attr(v) for k, v in items.items()})  # type: ignore[arg-type]
+    return DictionaryAttr(
+        {k: v if isinstance(v, Attribute) else to_attr(v) for k, v in items.items()}
+    )  # type: ignore[arg-type]
 
 
 def _ranges(per_axis: dict[str, list[Range]]) -> dict[str, object]:
@@ -105,8 +107,12 @@ def group_attr(plan: GroupPlan, group: int) -> DictionaryAttr:
         _dict(
             {
                 "tiu": ArrayAttr([to_attr(name_of(ops[p].results[0])) for p in step.ops]),
-                "load": ArrayAttr([to_attr(name_of(m.value)) for m in step.moves if m.kind == LOAD]),
-                "store": ArrayAttr([to_attr(name_of(m.value)) for m in step.moves if m.kind == STORE]),
+                "load": ArrayAttr(
+                    [to_attr(name_of(m.value)) for m in step.moves if m.kind == LOAD]
+                ),
+                "store": ArrayAttr(
+                    [to_attr(name_of(m.value)) for m in step.moves if m.kind == STORE]
+                ),
             }
         )
         for step in plan.table.steps

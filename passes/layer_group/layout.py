@@ -68,9 +68,7 @@ class LocalLayout:
         """Elements from one channel plane to the next on a lane."""
         return h * w if compact else align_up(h * w, self.eu_num(element_bytes))
 
-    def lane_bytes(
-        self, shape: Sequence[int], element_bytes: int, compact: bool = False
-    ) -> int:
+    def lane_bytes(self, shape: Sequence[int], element_bytes: int, compact: bool = False) -> int:
         """Bytes lane 0 needs for a tensor (slice) of `shape` (any rank, see `nchw`)."""
         n, c, h, w = nchw(shape)
         return n * self.planes(c) * self.c_stride(h, w, element_bytes, compact) * element_bytes

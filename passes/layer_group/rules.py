@@ -189,9 +189,10 @@ def _why_global(op: Operation) -> str | None:
         return f"{op.name} has no local rule"
     if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
         return "not one ranked tensor result"
-    if any(
-        not isinstance(v.type, TensorType) for v in op.operands if not is_absent(v)
-    ) or element_bytes(element_of(op.results[0])) is None:
+    if (
+        any(not isinstance(v.type, TensorType) for v in op.operands if not is_absent(v))
+        or element_bytes(element_of(op.results[0])) is None
+    ):
         return "an operand or the result is not a ranked tensor of known element type"
     return rule.refuse(op)
 

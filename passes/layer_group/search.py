@@ -12,7 +12,10 @@ base group, and a run of one op is a global layer.
   (cost[i][j] = min(group(i..j), min_k cost[i][k] + cost[k+1][j])); its
   minimum is the minimum over all partitions into contiguous runs, which
   the prefix form best[j] = min_i best[i-1] + cost(i..j) computes with the
-  same memoised run costs in O(n²). Ties keep the longer last run.
+  same memoised run costs. Ties keep the longer last run. Runs are at most
+  MAX_GROUP_OPS layers; above 99 layers, cut points fall on clusters of
+  layers/50 layers (TPU-MLIR's max_cluster_size), and the greedy result
+  replaces the DP's when it is cheaper.
 Run costs are memoised per (first, last) layer; once a run's weights alone
 overflow a lane, longer runs from the same start are not tried.
 """
@@ -107,33 +110,60 @@ def greedy(planner: Planner, first: int, last: int) -> list[tuple[int, int]]:
     return runs[::-1]
 
 
-def dynamic(planner: Planner, first: int, last: int) -> list[tuple[int, int]]:
-    best: list[float] = [0.0]  # best[j - first + 1]: cheapest partition of first..j
+def dynamic(planner: Planner, first: int, last: int, cluster: int = 1) -> list[tuple[int, int]]:
+    """The cheapest runs covering first..last whose cut points fall on
+    multiples of `cluster` layers from `first`."""
+    starts = list(range(first, last + 1, cluster))
+    ends = [s - 1 for s in starts[1:]] + [last]
+    best: list[float] = [0.0]  # best[k + 1]: cheapest partition of first..ends[k]
     cut: list[int] = []
-    for j in range(first, last + 1):
-        choice, value = j, INVALID
-        for i in range(max(first, j - planner.max_ops + 1), j + 1):
-            total = best[i - first] + planner.cost(i, j)
+    for k, j in enumerate(ends):
+        choice, value = k, INVALID
+        for m in range(k + 1):
+            i = starts[m]
+            if j - i + 1 > planner.max_ops and m < k:
+                continue
+            total = best[m] + planner.cost(i, j)
             if total < value:
-                choice, value = i, total
+                choice, value = m, total
         best.append(value)
         cut.append(choice)
     runs = []
-    j = last
-    while j >= first:
-        i = cut[j - first]
-        runs.append((i, j))
-        j = i - 1
+    k = len(ends) - 1
+    while k >= 0:
+        m = cut[k]
+        runs.append((starts[m], ends[k]))
+        k = m - 1
     return runs[::-1]
+
+
+def cluster_size(layers: int) -> int:
+    """TPU-MLIR's max_cluster_size: one layer per cluster up to 99 layers,
+    then max(layers / 50, 1)."""
+    return 1 if layers <= 99 else max(layers // 50, 1)
 
 
 def search(planner: Planner, opt: int) -> list[tuple[int, int]]:
     """Runs [first, last] covering every layer, in order."""
-    method = greedy if opt == 1 else dynamic
+    cluster = cluster_size(len(planner.ops))
     runs: list[tuple[int, int]] = []
     for first, last in base_groups(planner.ops):
-        runs.extend([(first, last)] if first == last else method(planner, first, last))
+        if first == last:
+            runs.append((first, last))
+        elif opt == 1:
+            runs.extend(greedy(planner, first, last))
+        else:  # clustered DP may miss what greedy finds: keep the cheaper
+            found = dynamic(planner, first, last, cluster)
+            if cluster > 1:
+                other = greedy(planner, first, last)
+                if _total(planner, other) < _total(planner, found):
+                    found = other
+            runs.extend(found)
     return runs
+
+
+def _total(planner: Planner, runs: list[tuple[int, int]]) -> float:
+    return sum(planner.cost(a, b) for a, b in runs)
 
 
 __all__ = ["Planner", "base_groups", "dynamic", "greedy", "layers", "search"]

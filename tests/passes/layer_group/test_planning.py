@@ -104,7 +104,7 @@ def test_timestep_table_pipelines_loads_and_stores():
 def _no_overlap(plan: GroupPlan, lmem: int) -> None:
     placed = [(plan.allocation.addresses[b.key], b) for b in plan.buffers]
     for addr, b in placed:
-        assert 0 <= addr and addr + b.size <= lmem
+        assert addr >= 0 and addr + b.size <= lmem
     for (a1, b1), (a2, b2) in itertools.combinations(placed, 2):
         if b1.live & b2.live:
             assert a1 + b1.size <= a2 or a2 + b2.size <= a1, (b1.key, b2.key)
@@ -121,8 +121,10 @@ def test_allocator_never_overlaps_live_buffers(seed):
             start, length = rng.randrange(steps), rng.randint(1, steps)
             live = frozenset((start + t) % steps for t in range(length))
             buffers.append(Buffer(i, layout.buffer_bytes(rng.randint(1, 6000)), live))
-        conflicts = {i: {j for j in range(len(buffers)) if j != i and rng.random() < 0.2}
-                     for i in range(len(buffers))}
+        conflicts = {
+            i: {j for j in range(len(buffers)) if j != i and rng.random() < 0.2}
+            for i in range(len(buffers))
+        }
         found = allocate(buffers, conflicts, layout)
         if found is None:
             assert sum(b.size for b in buffers) > layout.lmem_bytes // 4
@@ -154,7 +156,11 @@ def _random_graph(rng: random.Random) -> Chain:
             chain.conv(rng.choice([16, 32]), rng.choice([1, 3]), 1, 1 if rng.random() < 0.5 else 0)
         elif pick < 0.5:
             chain.pool(2, 2) if chain.shapes[chain.count][2] >= 4 else chain.unary()
-        elif pick < 0.7 and chain.count >= 2 and chain.shapes[chain.count - 1] == chain.shapes[chain.count]:
+        elif (
+            pick < 0.7
+            and chain.count >= 2
+            and chain.shapes[chain.count - 1] == chain.shapes[chain.count]
+        ):
             chain.binary(chain.count - 1, chain.count)
         elif pick < 0.8:
             n, c, h, w = chain.shapes[chain.count]

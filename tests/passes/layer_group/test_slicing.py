@@ -8,10 +8,10 @@ import random
 import pytest
 from lg_chains import Chain
 
+from tpuc.ir import main_function
 from tpuc.passes.layer_group.rules import dims, reset_cache, why_global
 from tpuc.passes.layer_group.search import layers
 from tpuc.passes.layer_group.slicing import GroupGraph, Secs, SliceError, infer, split
-from tpuc.ir import main_function
 
 
 def test_split_gives_the_first_remainder_slices_one_more():
