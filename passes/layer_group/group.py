@@ -58,9 +58,10 @@ class GroupPlan:
 
 def max_secs(graph: GroupGraph) -> Secs:
     """Upper bounds of the slice counts: an axis splits only when every op
-    allows it, at most into the smallest extent of that axis in the group."""
+    allows it, at most into the smallest extent of that axis among the
+    group's results."""
     bounds = []
-    tensors = graph.tensors()
+    tensors = [op.results[0] for op in graph.ops]  # inputs may be broadcast (size 1)
     for axis in AXES:
         if not all(axis in rule_of(op).axes(op) for op in graph.ops):  # type: ignore[union-attr]
             bounds.append(1)

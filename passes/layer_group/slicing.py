@@ -14,7 +14,8 @@ BM168x): the tensor then holds the hull and each conv reads its part
 (`Slicing.reads`). A group output that is also read inside the group holds
 the hull of what it is read in and its own output slice (which is what is
 stored). A slicing is invalid when a range is empty, when a later slice
-does not move forward or starts again at 0.
+does not move forward or starts again at 0 (a tensor of extent 1 along
+the axis, a broadcast operand, holds its one row in every slice).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ def _need(graph: GroupGraph, need: dict[SSAValue, Range], value: SSAValue, found
 
 
 def _check(value: SSAValue, axis: str, ranges: list[Range]) -> None:
+    if dims(value)[AXIS_DIM[axis]] == 1 and set(ranges) == {(0, 1)}:
+        return  # extent 1 (a broadcast operand): the same row in every slice
     for k, (start, size) in enumerate(ranges):
         if size <= 0:
             raise SliceError(f"an empty {axis} slice of '{_label(value)}'")

@@ -131,3 +131,18 @@ def test_empty_or_stalled_slices_are_rejected():
         infer(graph, Secs(1, 2, 1))
     with pytest.raises(SliceError, match="an empty h slice"):
         infer(graph, Secs(1, 3, 1))
+
+
+def test_a_broadcast_input_is_held_whole_in_every_slice():
+    chain = Chain((1, 8, 32, 32))
+    chain.pool(32, 1, 0, "Avg")  # global pooling: a global layer here (first op)
+    chain.unary(src=0)
+    chain.binary(2, 1, name="tpu.Mul")  # x * pooled, broadcast over H and W
+    reset_cache()
+    ops = layers(main_function(chain.module()).body.block)[1:]
+    graph = GroupGraph.of(ops)
+    assert graph.inputs[1] is ops[0].operands[0].owner.results[0] or len(graph.inputs) == 2
+    slicing = infer(graph, Secs(1, 4, 1))
+    pooled = ops[1].operands[1]
+    assert slicing.held[pooled]["h"] == [(0, 1)] * 4
+    assert slicing.held[ops[1].results[0]]["h"] == split(32, 4)
