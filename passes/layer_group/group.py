@@ -47,13 +47,23 @@ class GroupPlan:
     slicing: Slicing
     table: Table
     buffers: list[Buffer]  # keys: SSAValue (tensor) or ("scratch", op position)
-    allocation: Allocation
     cycles: int
     tries: int
+    layout: LocalLayout
+    placed: Allocation | None = None
 
     @property
     def secs(self) -> Secs:
         return self.slicing.secs
+
+    @property
+    def allocation(self) -> Allocation:
+        """The buffers' addresses. When they fit a lane even side by side the
+        search does not need them, so they are computed on first use."""
+        if self.placed is None:
+            self.placed = allocate(self.buffers, conflicts(self.graph, self.table), self.layout)
+            assert self.placed is not None, "buffers that fit side by side always fit"
+        return self.placed
 
 
 def max_secs(graph: GroupGraph) -> Secs:
@@ -173,11 +183,16 @@ def conflicts(graph: GroupGraph, table: Table) -> dict[object, set[object]]:
     return found
 
 
-def _attempt(graph, secs, layout, timing, wbytes):
+def _attempt(graph, secs, layout, wbytes):
+    """Slices, timesteps, buffers, and whether they fit (with their
+    allocation when it had to be computed to know)."""
     slicing = infer(graph, secs)
     table = timesteps(graph, hold=secs.loop > 1)
     buffers = _buffers(graph, slicing, table, layout, wbytes)
-    return slicing, table, buffers, allocate(buffers, conflicts(graph, table), layout)
+    if sum(b.size for b in buffers) <= layout.lmem_bytes:
+        return slicing, table, buffers, None, True
+    allocation = allocate(buffers, conflicts(graph, table), layout)
+    return slicing, table, buffers, allocation, allocation is not None
 
 
 def plan_group(ops: Sequence[Operation], layout: LocalLayout, timing: Timing) -> GroupPlan:
@@ -196,12 +211,12 @@ def plan_group(ops: Sequence[Operation], layout: LocalLayout, timing: Timing) ->
     secs: Secs | None = initial_secs(graph, layout, bound)
     for tries in range(1, MAX_TRIES + 1):
         try:
-            slicing, table, buffers, allocation = _attempt(graph, secs, layout, timing, wbytes)
+            slicing, table, buffers, allocation, fits = _attempt(graph, secs, layout, wbytes)
         except (SliceError, LifetimeError) as exc:
             raise GroupInvalid(str(exc)) from None
-        if allocation is not None:
+        if fits:
             cycles = group_cycles(graph, slicing, table, timing)
-            return GroupPlan(graph, slicing, table, buffers, allocation, cycles, tries)
+            return GroupPlan(graph, slicing, table, buffers, cycles, tries, layout, allocation)
         secs = grow(secs, bound, graph)
         if secs is None:
             break

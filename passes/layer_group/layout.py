@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from tpuc.chips import Chip
 
@@ -49,7 +50,7 @@ class LocalLayout:
     def of(chip: Chip) -> LocalLayout:
         return LocalLayout(chip.npu_num, chip.eu_bytes, chip.lmem_bytes, chip.lmem_banks)
 
-    @property
+    @cached_property
     def bank_bytes(self) -> int:
         return self.lmem_bytes // self.banks
 

@@ -110,6 +110,13 @@ def _no_overlap(plan: GroupPlan, lmem: int) -> None:
             assert a1 + b1.size <= a2 or a2 + b2.size <= a1, (b1.key, b2.key)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_planned_groups_keep_live_buffers_apart_inside_the_lane(seed):
+    found = plan_module(_random_graph(random.Random(100 + seed)).module(), CV)
+    for plan in found.plans:
+        _no_overlap(plan, CV.lmem_bytes)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_allocator_never_overlaps_live_buffers(seed):
     rng = random.Random(seed)
