@@ -8,6 +8,8 @@ order given). A buffer also avoids, where it can, the banks of the buffers
 it conflicts with: operands and result of one TIU op, and tensors a GDMA
 transfer moves while a TIU op reads or writes the others; when no
 conflict-free place exists a conflicting one is taken (and counted).
+`place` retries without bank preferences when they fragment the lane, and
+as a last resort puts the buffers side by side.
 """
 
 from __future__ import annotations
@@ -93,4 +95,46 @@ def allocate(
     return Allocation(placed, bank_conflicts, used)
 
 
-__all__ = ["Allocation", "Buffer", "allocate"]
+def side_by_side(
+    buffers: Sequence[Buffer],
+    conflicts: Mapping[Hashable, set[Hashable]],
+    layout: LocalLayout,
+) -> Allocation | None:
+    """Every buffer after the previous one, ignoring lifetimes: the plan of
+    last resort when the buffers fit a lane together but first-fit (with
+    its bank preferences) fragmented the lane."""
+    placed: dict[Hashable, int] = {}
+    offset = 0
+    for buffer in buffers:
+        placed[buffer.key] = offset
+        offset += buffer.size
+    if offset > layout.lmem_bytes:
+        return None
+    sizes = {b.key: b.size for b in buffers}
+    clashes = sum(
+        1
+        for b in buffers
+        if any(
+            layout.banks_of(placed[b.key], b.size) & layout.banks_of(placed[o], sizes[o])
+            for o in conflicts.get(b.key, ())
+            if o in placed
+        )
+    )
+    return Allocation(placed, clashes // 2, offset)
+
+
+def place(
+    buffers: Sequence[Buffer],
+    conflicts: Mapping[Hashable, set[Hashable]],
+    layout: LocalLayout,
+) -> Allocation | None:
+    """First-fit with bank preferences; when those fragment the lane, plain
+    first-fit; then side by side; None when none fits."""
+    return (
+        allocate(buffers, conflicts, layout)
+        or allocate(buffers, {}, layout)
+        or side_by_side(buffers, conflicts, layout)
+    )
+
+
+__all__ = ["Allocation", "Buffer", "allocate", "place", "side_by_side"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.chips.timing import Timing
-from tpuc.passes.layer_group.allocate import Allocation, Buffer, allocate
+from tpuc.passes.layer_group.allocate import Allocation, Buffer, place
 from tpuc.passes.layer_group.cost import group_cycles
 from tpuc.passes.layer_group.layout import LocalLayout
 from tpuc.passes.layer_group.rules import (
@@ -35,6 +35,7 @@ from tpuc.passes.layer_group.slicing import AXES, GroupGraph, Secs, SliceError, 
 
 MAX_TRIES = 20
 MAX_SECS = 32  # LgConfig's MAX_NSECS = MAX_HSECS = MAX_WSECS
+MIN_W_BYTES = 256  # the shortest W slice worth a GDMA row
 
 
 class GroupInvalid(Exception):
@@ -61,15 +62,16 @@ class GroupPlan:
         """The buffers' addresses. When they fit a lane even side by side the
         search does not need them, so they are computed on first use."""
         if self.placed is None:
-            self.placed = allocate(self.buffers, conflicts(self.graph, self.table), self.layout)
-            assert self.placed is not None, "buffers that fit side by side always fit"
+            self.placed = place(self.buffers, conflicts(self.graph, self.table), self.layout)
+            assert self.placed is not None, "the buffers fit a lane side by side"
         return self.placed
 
 
 def max_secs(graph: GroupGraph) -> Secs:
     """Upper bounds of the slice counts: an axis splits only when every op
     allows it, at most into the smallest extent of that axis among the
-    group's results."""
+    group's results; W slices keep at least `MIN_W_BYTES` bytes (GDMA rows
+    shorter than that waste bandwidth: TPU-MLIR's can_split_w)."""
     bounds = []
     tensors = [op.results[0] for op in graph.ops]  # inputs may be broadcast (size 1)
     for axis in AXES:
@@ -80,7 +82,10 @@ def max_secs(graph: GroupGraph) -> Secs:
         if axis == "n" and len(extents) > 1:
             bounds.append(1)  # a batch that changes inside the group
             continue
-        bounds.append(max(1, min(min(extents), MAX_SECS)))
+        bound = min(min(extents), MAX_SECS)
+        if axis == "w":
+            bound = min(bound, min(dims(v)[3] * ebytes(v) for v in tensors) // MIN_W_BYTES)
+        bounds.append(max(1, bound))
     return Secs(*bounds)
 
 
@@ -191,7 +196,7 @@ def _attempt(graph, secs, layout, wbytes):
     buffers = _buffers(graph, slicing, table, layout, wbytes)
     if sum(b.size for b in buffers) <= layout.lmem_bytes:
         return slicing, table, buffers, None, True
-    allocation = allocate(buffers, conflicts(graph, table), layout)
+    allocation = place(buffers, conflicts(graph, table), layout)
     return slicing, table, buffers, allocation, allocation is not None
 
 

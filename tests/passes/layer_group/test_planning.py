@@ -57,17 +57,17 @@ def test_a_group_that_does_not_fit_gets_more_slices(monkeypatch):
 
 
 def test_slice_counts_grow_n_first_then_h_then_w():
-    chain = Chain((4, 8, 16, 16))
+    chain = Chain((4, 8, 16, 256))
     chain.unary()
     chain.unary()
     graph = group_module.GroupGraph.of(ops_of(chain))
     bound = group_module.max_secs(graph)
-    assert bound == Secs(4, 16, 16)
+    assert bound == Secs(4, 16, 4)  # W slices of at least 256 bytes: 1024 / 256
     assert group_module.grow(Secs(1, 1, 1), bound, graph) == Secs(2, 1, 1)
     assert group_module.grow(Secs(2, 1, 1), bound, graph) == Secs(4, 1, 1)  # 3 does not shrink
     assert group_module.grow(Secs(4, 1, 1), bound, graph) == Secs(4, 2, 1)
     assert group_module.grow(Secs(4, 16, 1), bound, graph) == Secs(4, 16, 2)
-    assert group_module.grow(Secs(4, 16, 16), bound, graph) is None
+    assert group_module.grow(Secs(4, 16, 4), bound, graph) is None
 
 
 def test_a_group_that_never_fits_is_invalid_and_the_search_splits_it():
