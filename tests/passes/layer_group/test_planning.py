@@ -14,7 +14,7 @@ from tpuc.ir import main_function
 from tpuc.module_io import parse_module
 from tpuc.passes.layer_group import group as group_module
 from tpuc.passes.layer_group import plan_module
-from tpuc.passes.layer_group.allocate import Buffer, allocate
+from tpuc.passes.layer_group.allocate import Buffer, allocate, place
 from tpuc.passes.layer_group.group import GroupInvalid, GroupPlan, plan_group
 from tpuc.passes.layer_group.layout import LocalLayout
 from tpuc.passes.layer_group.rules import reset_cache
@@ -212,3 +212,26 @@ def test_planning_is_deterministic_and_not_worse_than_all_global():
         results.append((found.runs, found.slices, found.grouped_cycles))
         assert found.grouped_cycles <= found.global_cycles
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_buffers_that_fit_side_by_side_are_always_placed(seed):
+    rng = random.Random(seed)
+    layout = LocalLayout.of(CV)
+    for _ in range(40):
+        steps, buffers, total = rng.randint(1, 6), [], 0
+        while True:
+            size = layout.buffer_bytes(rng.randint(1, 9000))
+            if total + size > layout.lmem_bytes:
+                break
+            start, length = rng.randrange(steps), rng.randint(1, steps)
+            live = frozenset((start + t) % steps for t in range(length))
+            buffers.append(Buffer(len(buffers), size, live))
+            total += size
+        conflicts = {b.key: {o.key for o in buffers if o is not b} for b in buffers}
+        found = place(buffers, conflicts, layout)
+        assert found is not None and found.used <= layout.lmem_bytes
+        for a, b in itertools.combinations(buffers, 2):
+            if a.live & b.live:
+                x, y = found.addresses[a.key], found.addresses[b.key]
+                assert x + a.size <= y or y + b.size <= x
