@@ -188,6 +188,11 @@ def conflicts(graph: GroupGraph, table: Table) -> dict[object, set[object]]:
     return found
 
 
+def _name(op: Operation) -> str:
+    value = op.value("name") if hasattr(op, "value") else None
+    return str(value or "?")
+
+
 def _attempt(graph, secs, layout, wbytes):
     """Slices, timesteps, buffers, and whether they fit (with their
     allocation when it had to be computed to know)."""
@@ -207,7 +212,7 @@ def plan_group(ops: Sequence[Operation], layout: LocalLayout, timing: Timing) ->
     for op in ops:
         reason = why_global(op)
         if reason is not None:
-            raise GroupInvalid(f"{op.name}: {reason}")
+            raise GroupInvalid(f"{op.name} '{op.results[0].name_hint or _name(op)}': {reason}")
     graph = GroupGraph.of(ops)
     wbytes = weight_bytes(graph, layout)
     if sum(wbytes.values()) > layout.lmem_bytes:

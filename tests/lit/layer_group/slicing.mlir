@@ -12,6 +12,7 @@
 // RUN: tpuc-opt %s -p layer-group | filecheck %s
 // RUN: tpuc-opt %s -p 'layer-group{disable=true}' | filecheck %s --check-prefix=OFF
 // RUN: not tpuc-opt %s -p 'layer-group{opt=3}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: tpuc-opt %s -p 'layer-group{debug=true}' -o %t 2>&1 | filecheck %s --check-prefix=DEBUG
 
 // CHECK: module.layer_groups = [{id = 0 : i64, ops = ["c1", "r", "c2", "p", "s", "cat"], nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64, stages = 3 : i64
 // CHECK-SAME: loads = [{tensor = "w2", {{.*}} held = true{{.*}}}, {tensor = "x", {{.*}} h = [0 : i64, 50 : i64, 45 : i64, 51 : i64], w = [0 : i64, 96 : i64]}
@@ -25,6 +26,9 @@
 
 // OFF: module.layer_groups = [], module.layer_group_cycles = [[[CYCLES:[0-9]+]] : i64, [[CYCLES]] : i64]
 // OFF-NOT: lg =
+
+// DEBUG: layer-group: 1 groups of 6/6 layers (ops per group [6]; slices n x h x w: 1x2x1); estimated [[C:[0-9]+]] cycles, all-global {{[0-9]+}}
+// DEBUG-NEXT: layer-group:   c1..cat (6 ops): the last layer
 
 // BAD: error: layer-group: opt=3; use 1 (greedy) or 2 (dynamic programming)
 

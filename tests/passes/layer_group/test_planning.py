@@ -83,6 +83,12 @@ def test_a_group_that_never_fits_is_invalid_and_the_search_splits_it():
     assert isinstance(planner.plan(0, 1), GroupPlan)
     assert dynamic(planner, 0, 2) == [(0, 1), (2, 2)]
     assert greedy(planner, 0, 2) == [(0, 1), (2, 2)]
+    notes = plan_module(chain.module(), CV, explain=True).notes
+    assert notes == [
+        f"op1..op2 (2 ops): stops before 'op3' (tpu.Pool2D): does not fit "
+        f"{CV.lmem_bytes} bytes per lane",
+        "op3..op3 (1 ops): the last layer",
+    ]
 
 
 def test_timestep_table_pipelines_loads_and_stores():
