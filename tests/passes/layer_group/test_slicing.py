@@ -10,6 +10,7 @@ from lg_chains import Chain
 
 from tpuc.ir import main_function
 from tpuc.passes.layer_group.rules import dims, reset_cache, why_global
+from tpuc.passes.layer_group.rules_ops import transposed_range
 from tpuc.passes.layer_group.search import layers
 from tpuc.passes.layer_group.slicing import GroupGraph, Secs, SliceError, infer, split
 
@@ -146,3 +147,23 @@ def test_a_broadcast_input_is_held_whole_in_every_slice():
     pooled = ops[1].operands[1]
     assert slicing.held[pooled]["h"] == [(0, 1)] * 4
     assert slicing.held[ops[1].results[0]]["h"] == split(32, 4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_transposed_conv_rows_are_exactly_the_inputs_that_reach_the_output(seed):
+    rng = random.Random(seed)
+    for _ in range(200):
+        k, s, d = rng.randint(1, 5), rng.randint(1, 4), rng.randint(1, 2)
+        pad, size = rng.randint(0, (k - 1) * d), rng.randint(1, 12)
+        out_size = (size - 1) * s - 2 * pad + (k - 1) * d + 1
+        if out_size < 1:
+            continue
+        o0 = rng.randrange(out_size)
+        o1 = rng.randint(o0 + 1, out_size)
+        reach = [i for i in range(size) if any(o0 <= i * s - pad + t * d < o1 for t in range(k))]
+        got = transposed_range((o0, o1 - o0), s, pad, k, d, size)
+        if not reach:  # stride gaps: no input reaches these rows
+            continue
+        assert got[0] <= min(reach) and max(reach) < got[0] + got[1]  # covers
+        if d == 1:  # without dilation gaps the span is exact
+            assert got == (min(reach), max(reach) - min(reach) + 1)
