@@ -19,6 +19,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "convert-top-to-tpu": ("tpuc.passes.lowering.convert", "ConvertTopToTpuPass"),
     "weight-reorder": ("tpuc.passes.weight_reorder", "WeightReorderPass"),
     "subnet-divide": ("tpuc.passes.subnet_divide", "SubnetDividePass"),
+    "layer-group": ("tpuc.passes.layer_group", "LayerGroupPass"),
     "address-assign": ("tpuc.passes.address_assign", "AddressAssignPass"),
     "codegen": ("tpuc.passes.codegen", "CodegenPass"),
     "cse": ("xdsl.transforms.common_subexpression_elimination", "CommonSubexpressionElimination"),
