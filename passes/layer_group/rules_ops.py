@@ -216,7 +216,7 @@ _SFU = (
     tpu.SigmoidOp, tpu.GELUOp, tpu.EluOp, tpu.ReciprocalOp, tpu.PowOp, tpu.DivOp, tpu.ActiveOp,
 )  # fmt: skip
 _CONVERT = (
-    tpu.CastOp, tpu.RequantIntOp, tpu.RequantIntAxisOp, tpu.RequantFpOp, tpu.DequantIntOp,
+    tpu.CastOp, tpu.RequantIntOp, tpu.RequantIntAxisOp, tpu.DequantIntOp,
 )  # fmt: skip
 
 
