@@ -287,3 +287,20 @@ def test_cycle_model_on_lane_records():
     assert [p.kind for p in command_phases(s.tiu[0])] == ["compute"]
     (move,) = command_phases(s.gdma[0])
     assert move.task.work == 60 and move.task.direction.name == "DDR_TO_LMEM"
+
+
+def test_program_load_checks_hazards():
+    """The bmodel loader runs the hazard check on every CmdGroup of a TPU subnet."""
+    from tpuc.bmodel.model import CmdGroup, SubNet
+    from tpuc.runtime.program import Program
+
+    def subnet(s: Streams) -> SubNet:
+        bdc, gdma = (b"".join(c.pack() for c in cmds) for cmds in (s.tiu, s.gdma))
+        group = CmdGroup(bdc, gdma, len(s.tiu), len(s.gdma), len(bdc), len(gdma))
+        return SubNet(0, "TPU", [group])
+
+    program = Program.__new__(Program)  # only what _steps uses
+    program.source, program.device = "m.bmodel", device(**TINY)
+    assert len(program._steps(subnet(_hazard_streams(wait=1)))) == 3
+    with pytest.raises(TpucError, match="^m.bmodel: subnet 0 GDMA command 1 writes local"):
+        program._steps(subnet(_hazard_streams(wait=0)))
