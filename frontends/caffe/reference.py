@@ -74,3 +74,27 @@ def run_caffe(
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
+
+
+class CaffeNames:
+    """What model_transform's reference run needs of a Caffe model: the
+    files and the TOP names of each layer's tops."""
+
+    def __init__(self, prototxt: str, caffemodel: str, layer_tensors: Mapping[str, list[str]]):
+        self.prototxt = prototxt
+        self.caffemodel = caffemodel
+        self.layer_tensors = dict(layer_tensors)
+
+    def run_reference(
+        self, inputs: Mapping[str, np.ndarray], top_names: set[str], say: Callable[[str], None]
+    ) -> dict[str, np.ndarray]:
+        """OpenCV's output of every layer whose first top TOP also has,
+        keyed by the TOP name."""
+        keys = {
+            layer: names[0]
+            for layer, names in self.layer_tensors.items()
+            if names and names[0] in top_names
+        }
+        say(f"running OpenCV's Caffe importer on {self.prototxt} ({len(keys)} tensors to compare)")
+        ref = run_caffe(self.prototxt, self.caffemodel, inputs, keys, notes=say)
+        return {k: v for k, v in ref.items() if k in top_names}
