@@ -204,7 +204,9 @@ def case_concat_slice(b: NetBuilder) -> None:
     b.add("cat", "Concat", ["a", "b"])
     b.add("cat_h", "Concat", ["a", "a"], concat_param={"axis": 2})
     b.add("slice", "Slice", ["cat"], tops=["s0", "s1", "s2"], slice_param={"slice_point": [1, 4]})
-    b.add("halves", "Slice", ["cat_h"], tops=["h0", "h1"], slice_param={"axis": 2, "slice_point": [3]})
+    b.add(
+        "halves", "Slice", ["cat_h"], tops=["h0", "h1"], slice_param={"axis": 2, "slice_point": [3]}
+    )
 
 
 @case

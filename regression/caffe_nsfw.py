@@ -15,7 +15,7 @@ Steps (each prints its numbers):
 6. model_deploy.py INT8/F16/BF16 on bm1684x and INT8 on cv183x, each with
    its TPU-interpreter-vs-TOP check and the bit-exact bmodel-vs-interpreter
    check;
-7. the INT8 bmodels on the 20 held-out images vs OpenCV FP32: cosine of the
+7. each bmodel on the 20 held-out images vs OpenCV FP32: cosine of the
    output (mean, min) and top-1 agreement.
 
     python regression/caffe_nsfw.py [--work DIR] [--reuse] [--targets bm1684x:INT8,...]
@@ -46,6 +46,7 @@ HELD_OUT_IMAGES = ("chelsea", "motorcycle_left", "motorcycle_right", "retina",
 TARGETS = ("bm1684x:INT8", "bm1684x:F16", "bm1684x:BF16", "cv183x:INT8")
 TOLERANCE = {"F16": "0.99,0.9", "BF16": "0.99,0.85", "INT8": "0.9,0.6"}
 HELD_OUT = 20
+LOGITS = "fc_nsfw"  # the InnerProduct before the Softmax
 
 
 def fetch(cache: Path) -> tuple[Path, Path]:
@@ -199,20 +200,38 @@ def deploy(target: str, work: Path, log: Path) -> tuple[bool, float, Path]:
 
 
 def held_out(bmodel: Path, prototxt: Path, caffemodel: Path, samples: list[Path]):
-    """Output cosine of the bmodel (device simulator) vs OpenCV FP32 per
-    sample, and how many samples agree on the top class."""
+    """Per sample: cosine of the bmodel's (device simulator) output and of
+    its fc logits (read from device memory) vs OpenCV FP32; and how many
+    samples agree on the top class."""
+    import json
+
     from tpuc.frontends.caffe.reference import run_caffe
     from tpuc.runtime import load_bmodel
 
     program = load_bmodel(str(bmodel))
-    scores, agree = [], 0
+    location = next(bmodel.parent.glob("*_tensor_location.json"))
+    rows = [r for r in json.loads(location.read_text())["tensors"] if r["name"] == LOGITS]
+    probs, logits, agree = [], [], 0
     for path in samples:
         feed = dict(np.load(path))
-        got = program.run(feed)["prob"]
-        want = run_caffe(str(prototxt), str(caffemodel), feed)["prob"]
-        scores.append(cosine(got, want))
-        agree += int(np.argmax(got) == np.argmax(want))
-    return scores, agree
+        got = program.run(feed, dump=rows)
+        want = run_caffe(str(prototxt), str(caffemodel), feed, {LOGITS: LOGITS})
+        probs.append(cosine(got["prob"], want["prob"]))
+        if LOGITS in got:
+            logits.append(cosine(got[LOGITS], want[LOGITS]))
+        agree += int(np.argmax(got["prob"]) == np.argmax(want["prob"]))
+    return probs, logits, agree
+
+
+def held_out_line(bmodel: Path, prototxt: Path, caffemodel: Path, samples: list[Path]) -> str:
+    probs, logits, agree = held_out(bmodel, prototxt, caffemodel, samples)
+    line = (
+        f"{len(probs)} held-out images vs OpenCV FP32: output cos mean {np.mean(probs):.6f} "
+        f"min {np.min(probs):.6f}"
+    )
+    if logits:
+        line += f"; {LOGITS} cos mean {np.mean(logits):.6f} min {np.min(logits):.6f}"
+    return line + f"; top-1 {agree}/{len(probs)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,19 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     prototxt, caffemodel = fetch(CACHE)
     cali, samples, test_input = make_samples(work)
     count, worst, name = every_layer(prototxt, caffemodel, test_input)
-    print(f"every layer vs OpenCV: {count} tensors, min cosine {worst:.8f} ({name})")
+    print(f"every layer vs OpenCV: {count} tensors, min cosine {worst:.10f} ({name})")
     if not (args.reuse and (work / "nsfw_cali_table").exists()):
-        print(f"model_transform (OpenCV check at 0.99999): {transform(prototxt, caffemodel, test_input, work, log):.1f} s")  # noqa: E501
-        print(f"run_calibration ({len(list(cali.glob('*.npz')))} real crops): {calibrate(work, cali, log):.1f} s")  # noqa: E501
+        seconds = transform(prototxt, caffemodel, test_input, work, log)
+        print(f"model_transform (OpenCV check at 0.99999): {seconds:.1f} s")
+        crops = len(list(cali.glob("*.npz")))
+        print(f"run_calibration ({crops} real crops): {calibrate(work, cali, log):.1f} s")
     ok = True
     for target in args.targets.split(","):
         passed, seconds, bmodel = deploy(target, work, log)
         ok &= passed
         line = f"{target:14} deploy {'PASS' if passed else 'FAIL'} {seconds:6.1f} s"
-        if passed and target.endswith("INT8"):
-            scores, agree = held_out(bmodel, prototxt, caffemodel, samples)
-            line += (f"; {len(scores)} held-out images vs OpenCV FP32: cos mean "
-                     f"{np.mean(scores):.6f} min {np.min(scores):.6f}, top-1 {agree}/{len(scores)}")  # fmt: skip
+        if passed:
+            line += "; " + held_out_line(bmodel, prototxt, caffemodel, samples)
         print(line, flush=True)
     return 0 if ok else 1
 

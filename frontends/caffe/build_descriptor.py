@@ -36,10 +36,22 @@ def main() -> None:
         files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
     (proto,) = files
     data = proto.SerializeToString(deterministic=True)
-    lines = [repr(data[i : i + 60]) for i in range(0, len(data), 60)]
+    lines = _literal_lines(data, width=90)
     body = textwrap.indent("\n".join(lines), "    ")
     (HERE / "caffe_descriptor.py").write_text(HEADER + body + "\n)\n# fmt: on\n")
     print(f"wrote caffe_descriptor.py ({len(data)} bytes)")
+
+
+def _literal_lines(data: bytes, width: int) -> list[str]:
+    """`data` as bytes literals of at most `width` characters each."""
+    lines, start = [], 0
+    while start < len(data):
+        end = start + 1
+        while end < len(data) and len(repr(data[start : end + 1])) <= width:
+            end += 1
+        lines.append(repr(data[start:end]))
+        start = end
+    return lines
 
 
 if __name__ == "__main__":

@@ -26,7 +26,15 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
 from tpuc.errors import TpucError
-from tpuc.frontends.caffe.model import DATA_LAYERS, SKIPPED, CaffeNet, Layer, load_net
+from tpuc.frontends.caffe.model import (
+    DATA_LAYERS,
+    SKIPPED,
+    CaffeNet,
+    Layer,
+    attach_blobs,
+    load_net,
+    read_caffemodel,
+)
 from tpuc.frontends.caffe.registry import IDENTITY, load_converters
 
 
@@ -44,8 +52,11 @@ def convert_caffe(
     if net is None:
         if caffemodel is None:
             raise TpucError(f"{prototxt}: a Caffe model needs its weights: pass --model_data")
-        net = load_net(prototxt, caffemodel)
-    scan_unsupported(net)
+        net = load_net(prototxt, None)
+        scan_unsupported(net)  # before the weights are read: a model tpuc cannot convert fails fast
+        attach_blobs(net, read_caffemodel(caffemodel), caffemodel)
+    else:
+        scan_unsupported(net)
     cv = CaffeConverter(net)
     cv.start(input_shapes)
     for layer in net.layers:

@@ -150,7 +150,9 @@ def convert_pooling(cv: CaffeConverter, layer: Layer) -> None:
     ]
     for size, k, s, pd, o in zip((h, w), kernel, stride, pad, out, strict=True):
         if (o - 1) * s >= size + pd:  # Caffe keeps a window wholly in the overhang
-            raise cv.error(layer, f"its last window starts outside the input ({size}, k {k}, s {s})")
+            raise cv.error(
+                layer, f"its last window starts outside the input ({size}, k {k}, s {s})"
+            )
     attrs = {"kernel_shape": kernel, "strides": stride, "pads": pad + pad, "ceil_mode": ceil}
     cls = top.MaxPoolOp
     if p.pool == p.AVE:

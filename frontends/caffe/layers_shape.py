@@ -23,7 +23,9 @@ def convert_eltwise(cv: CaffeConverter, layer: Layer) -> None:
     p = layer.param.eltwise_param
     shapes = [cv.shape(b) for b in layer.bottoms]
     if len(shapes) < 2 or any(s != shapes[0] for s in shapes):
-        raise cv.error(layer, f"needs two or more inputs of one shape, got {[list(s) for s in shapes]}")
+        raise cv.error(
+            layer, f"needs two or more inputs of one shape, got {[list(s) for s in shapes]}"
+        )
     shape = shapes[0]
     inputs = [cv.value(b) for b in layer.bottoms]
     if p.operation == p.PROD:
@@ -41,7 +43,9 @@ def convert_eltwise(cv: CaffeConverter, layer: Layer) -> None:
     for i, c in enumerate(coeff):
         if c != 1.0:
             attrs = {"const_val": c}
-            inputs[i] = cv.emit_temp(top.MulConstOp, [inputs[i]], f"{layer.name}_c{i}", attrs, shape)
+            inputs[i] = cv.emit_temp(
+                top.MulConstOp, [inputs[i]], f"{layer.name}_c{i}", attrs, shape
+            )
     cv.emit(top.AddOp, inputs, layer, None, shape)
 
 
@@ -53,7 +57,8 @@ def convert_concat(cv: CaffeConverter, layer: Layer) -> None:
     axis = _axis(cv, layer, p.axis if p.HasField("axis") or not p.HasField("concat_dim")
                  else p.concat_dim, rank)  # fmt: skip
     for s in shapes[1:]:
-        if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
+        off_axis = [d for i, d in enumerate(s) if i != axis]
+        if len(s) != rank or off_axis != [d for i, d in enumerate(shapes[0]) if i != axis]:
             raise cv.error(layer, f"inputs {[list(x) for x in shapes]} differ off axis {axis}")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)

@@ -56,7 +56,8 @@ V1_TYPES = {
 
 DATA_LAYERS = {"Data", "ImageData", "HDF5Data", "MemoryData", "WindowData", "DummyData"}
 """Layers that feed data in training nets: not part of an inference graph."""
-SKIPPED = {"Silence", "Accuracy"} | {t for t in ("SoftmaxWithLoss", "EuclideanLoss")}
+SKIPPED = {"Silence", "Accuracy", "SoftmaxWithLoss", "EuclideanLoss"}
+"""Training-only layers: dropped from the inference graph."""
 
 
 @cache

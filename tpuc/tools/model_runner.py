@@ -4,7 +4,8 @@
                     [--dump_all_tensors] [--out_fixed] [--profile timeline.json]
 
 `.prototxt` (with `--model_data x.caffemodel`) runs in OpenCV's Caffe
-importer, outputs keyed by layer name. `.bmodel` runs in tpuc's device simulator (tpuc.runtime); `.mlir` in the TOP
+importer, outputs keyed by layer name. `.bmodel` runs in tpuc's device
+simulator (tpuc.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
 weight npz named by `module.weight_file` must sit next to it); `.onnx` in
 onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved

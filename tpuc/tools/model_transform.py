@@ -168,7 +168,7 @@ def check_model_data(args, suffix: str) -> Path | None:
         )
     if suffix != ".prototxt":
         if data is not None:
-            raise TpucError(f"--model_data: only a Caffe .prototxt takes weights from a file")
+            raise TpucError("--model_data: only a Caffe .prototxt takes weights from a file")
         return None
     if data is None:
         raise TpucError(
