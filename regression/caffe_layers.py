@@ -275,6 +275,8 @@ def case_fork_layers(b: NetBuilder) -> None:
     x = b.input("data", [1, 6, 4, 5])
     b.add("relu6", "ReLU6", [x])
     b.add("shuffle", "ShuffleChannel", [x], shuffle_channel_param={"group": 3})
+    b.add("interp_zoom", "Interp", [x], interp_param={"zoom_factor": 3})
+    b.add("interp_size", "Interp", [x], interp_param={"height": 7, "width": 3})
 
 
 @case

@@ -191,3 +191,30 @@ def convert_upsample(cv: CaffeConverter, layer: Layer) -> None:
     n, c, h, w = cv.shape(layer.bottoms[0])
     attrs = {"scale_h": int(sh), "scale_w": int(sw)}
     cv.emit(top.UpsampleOp, [cv.value(layer.bottoms[0])], layer, attrs, [n, c, h * sh, w * sw])
+
+
+def interp_size(size: int, p) -> int:
+    """PSPNet's Interp output size: `height`/`width`, else shrink then zoom."""
+    out = size + p.pad_beg + p.pad_end
+    if p.shrink_factor != 1:
+        out = (out - 1) // p.shrink_factor + 1
+    if p.zoom_factor != 1:
+        out = out + (out - 1) * (p.zoom_factor - 1)
+    return out
+
+
+@converter("Interp")
+def convert_interp(cv: CaffeConverter, layer: Layer) -> None:
+    """PSPNet's Interp: bilinear resize with aligned corners."""
+    p = layer.param.interp_param
+    if p.pad_beg or p.pad_end or len(layer.bottoms) != 1:
+        raise cv.error(layer, "pad_beg/pad_end and a second (size) input are not supported")
+    if p.shrink_factor <= 0 or p.zoom_factor <= 0:
+        raise cv.error(layer, "shrink_factor and zoom_factor must be positive")
+    n, c, h, w = cv.shape(layer.bottoms[0])
+    if p.height > 0 and p.width > 0:
+        size = [int(p.height), int(p.width)]
+    else:
+        size = [interp_size(h, p), interp_size(w, p)]
+    attrs = {"target_shape": size, "mode": "linear", "coord_mode": "align_corners"}
+    cv.emit(top.InterpOp, [cv.value(layer.bottoms[0])], layer, attrs, [n, c, *size])
