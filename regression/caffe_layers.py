@@ -3,10 +3,12 @@ variant (seeded weights, written with tpuc's own caffe.proto classes), each
 converted by tpuc's Caffe frontend, run in the TOP interpreter and compared
 tensor by tensor with OpenCV's Caffe importer.
 
-    python regression/caffe_layers.py [--cases conv_group,pool_ave_ceil] [--keep DIR]
+    python regression/caffe_layers.py [--cases conv_group,pool_ave_ceil] [--keep DIR] [--deploy]
 
-prints one line per case; tests/frontends/caffe/test_caffe_layers.py runs
-every case in CI. Cases cover every layer type the frontend converts,
+prints one line per case; with --deploy each case also goes through
+run_calibration and model_deploy (INT8/F16/BF16 bm1684x, INT8 cv183x, each
+bit-exact bmodel vs TPU interpreter). tests/frontends/caffe/test_caffe_layers.py
+runs every case both ways in CI. Cases cover every layer type the frontend converts,
 Pooling in ceil mode on sizes where floor and ceil differ, the legacy
 `input:` forms and a V1-format (`layers { type: CONVOLUTION }`) network.
 """
@@ -366,10 +368,75 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(x @ y / (nx * ny))
 
 
+DEPLOY_TARGETS = ("bm1684x:INT8", "bm1684x:F16", "bm1684x:BF16", "cv183x:INT8")
+CALIBRATION_SAMPLES = 3
+
+
+def deploy_case(name: str, folder: Path, targets=DEPLOY_TARGETS) -> dict[str, str]:
+    """model_transform (OpenCV check), run_calibration on seeded samples and
+    model_deploy per target ("ok", or why not): deploy checks the TPU
+    interpreter against TOP and the bmodel against the interpreter bit for
+    bit; "ok" also needs every bmodel step to be an engine command or copy."""
+    import contextlib
+    import io
+
+    from tpuc.errors import TpucError
+    from tpuc.tools import model_deploy, model_transform, run_calibration
+
+    work = folder / name
+    work.mkdir(parents=True, exist_ok=True)
+    prototxt, caffemodel, feed = build_case(name, work)
+    np.savez(work / "in.npz", **feed)
+    cali = work / "cali"
+    cali.mkdir(exist_ok=True)
+    rng = np.random.default_rng(SEED + 2)
+    for i in range(CALIBRATION_SAMPLES):
+        sample = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in feed.items()}
+        np.savez(cali / f"{i}.npz", **sample)
+    mlir, table = work / f"{name}.mlir", work / "cali_table"
+    transform = ["--model_name", name, "--model_def", str(prototxt),
+                 "--model_data", str(caffemodel), "--test_input", str(work / "in.npz"),
+                 "--mlir", str(mlir)]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        model_transform.run(transform)
+        run_calibration.run([str(mlir), "--dataset", str(cali), "-o", str(table)])
+    outcome = {}
+    for target in targets:
+        chip, mode = target.split(":")
+        bmodel = work / f"{chip}_{mode.lower()}" / f"{name}.bmodel"
+        bmodel.parent.mkdir(exist_ok=True)
+        argv = ["--mlir", str(mlir), "--chip", chip, "--quantize", mode,
+                "--calibration_table", str(table), "--test_input", str(work / f"{name}_in_f32.npz"),
+                "--test_reference", str(work / f"{name}_top_outputs.npz"),
+                "--tolerance", "0.9,0.5", "--model", str(bmodel)]  # fmt: skip
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                model_deploy.run(argv)
+            outcome[target] = _engine_only(bmodel)
+        except TpucError as exc:
+            outcome[target] = str(exc)
+    return outcome
+
+
+def _engine_only(bmodel: Path) -> str:
+    from tpuc.runtime import load_bmodel
+    from tpuc.runtime.engine import CopyStep, EngineStep
+
+    program = load_bmodel(bmodel)
+    steps = [step for _, subnet in program.subnets for step in subnet]
+    other = [step.what for step in steps if not isinstance(step, EngineStep | CopyStep)]
+    return "ok" if not other else f"not engine commands: {', '.join(map(str, other[:3]))}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--keep", help="write the models into this folder and keep them")
+    parser.add_argument(
+        "--deploy",
+        action="store_true",
+        help=f"also deploy each case to {', '.join(DEPLOY_TARGETS)}",
+    )
     args = parser.parse_args(argv)
     names = args.cases.split(",") if args.cases else list(CASES)
     unknown = [n for n in names if n not in CASES]
@@ -381,10 +448,14 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         for name in names:
             r = run_case(name, folder)
-            failed += not r.passed
-            verdict = "ok" if r.passed else "FAIL"
+            deployed = deploy_case(name, folder) if args.deploy else {}
+            bad = {t: why for t, why in deployed.items() if why != "ok"}
+            failed += not r.passed or bool(bad)
+            verdict = "ok" if r.passed and not bad else "FAIL"
             print(f"{name:32} {r.compared:3} tensors  min cos {r.worst:.8f} "
                   f"({r.worst_tensor})  {r.seconds:5.2f}s  {verdict}")  # fmt: skip
+            if deployed:
+                print(f"    deploy: {len(deployed) - len(bad)}/{len(deployed)} ok; {bad or ''}")
     print(f"{len(names) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -1,13 +1,13 @@
 """The Caffe per-layer suite in CI: every case of regression/caffe_layers.py
 (every layer type the frontend converts, Pooling in ceil mode where floor
 and ceil differ, legacy inputs, a V1 network) converted by tpuc and compared
-tensor by tensor with OpenCV's Caffe importer."""
+tensor by tensor with OpenCV's Caffe importer, then deployed."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from caffe_layers import CASES, MIN_COSINE, NetBuilder, build_case, run_case
+from caffe_layers import CASES, MIN_COSINE, NetBuilder, build_case, deploy_case, run_case
 
 from tpuc.frontends.caffe import convert_caffe
 from tpuc.interp.top_interpreter import run_top
@@ -19,6 +19,15 @@ def test_layer_matches_opencv(name, tmp_path):
     result = run_case(name, tmp_path)
     assert result.compared > 0
     assert result.worst >= MIN_COSINE, f"{result.worst_tensor}: cos {result.worst}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_layer_deploys_bit_exact(name, tmp_path):
+    """INT8/F16/BF16 on bm1684x and INT8 on cv183x: TPU interpreter vs TOP
+    within tolerance, bmodel vs TPU interpreter bit for bit, engine
+    commands only."""
+    outcome = deploy_case(name, tmp_path)
+    assert all(why == "ok" for why in outcome.values()), outcome
 
 
 def run_tpuc(builder: NetBuilder, folder) -> dict[str, np.ndarray]:
