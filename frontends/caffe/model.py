@@ -56,6 +56,9 @@ V1_TYPES = {
 
 DATA_LAYERS = {"Data", "ImageData", "HDF5Data", "MemoryData", "WindowData", "DummyData"}
 """Layers that feed data in training nets: not part of an inference graph."""
+WEIGHTED = {"Convolution", "ConvolutionDepthwise", "Deconvolution", "InnerProduct", "BatchNorm",
+            "PReLU"}  # fmt: skip
+"""Layer types that always take blobs from the caffemodel."""
 SKIPPED = {"Silence", "Accuracy", "SoftmaxWithLoss", "EuclideanLoss"}
 """Training-only layers: dropped from the inference graph."""
 
@@ -142,26 +145,18 @@ def _read_text(path: str, flag: str) -> str:
 
 
 def _layer_at(text: str, line: int) -> str:
-    """'layer 'name': ' for the top-level layer block holding `line`."""
-    depth, start, name = 0, 0, None
-    for number, raw in enumerate(text.splitlines(), 1):
+    """'layer 'name': ' for the top-level layer block that holds `line`."""
+    depth, start = 0, 0
+    for number, raw in enumerate(text.splitlines()[:line], 1):
         code = raw.split("#", 1)[0]
-        if depth == 0 and re.match(r"\s*layers?\s*\{?", code) and "{" in code:
-            start, name = number, None
-        if depth == 1 and name is None:
-            found = re.match(r'\s*name\s*:\s*"([^"]*)"', code)
-            if found:
-                name = found.group(1)
-        if depth == 0 and start == number and name is None:
-            found = re.search(r'name\s*:\s*"([^"]*)"', code)
-            name = found.group(1) if found else None
+        if depth == 0 and re.match(r"\s*layers?\s*\{", code):
+            start = number
         depth += code.count("{") - code.count("}")
-        if number >= line:
-            break
-    if depth <= 0 or start == 0:
+        if depth <= 0 and number < line:
+            start = 0  # that block closed before the line
+    if not start:
         return ""
-    if name is None:
-        name = _first_name_after(text, start)
+    name = _first_name_after(text, start)
     return f"layer '{name}': " if name else f"layer at line {start}: "
 
 
@@ -273,7 +268,8 @@ def attach_blobs(model: CaffeNet, weights: Any, path: str) -> None:
     for entry in list(weights.layer) + list(weights.layers):
         if entry.name and len(entry.blobs):
             found[entry.name] = entry
-    if found and not any(layer.name in found for layer in model.layers):
+    weighted = [layer for layer in model.layers if layer.type in WEIGHTED]
+    if found and weighted and not any(layer.name in found for layer in model.layers):
         other = f" (network '{weights.name}')" if weights.name else ""
         sample = ", ".join(sorted(found)[:3])
         raise TpucError(
