@@ -224,9 +224,10 @@ def _convert_caffe(req: Request):
 
 
 FRONTENDS: dict[str, Callable[[Request], tuple]] = {".onnx": _convert_onnx}
-FRONTENDS[".prototxt"] = _convert_caffe
 """Model suffix -> converter returning (TOP module, weights, names of the
-source model for the reference run)."""
+source model for the reference run). A frontend with its own reference (Caffe:
+OpenCV) returns an object with `run_reference(inputs, top_names, say)`."""
+FRONTENDS[".prototxt"] = _convert_caffe
 
 
 def say(message: str) -> None:
