@@ -1,14 +1,15 @@
 """model_runner.py: run a model on an input npz and save the outputs as npz.
 
-    model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx --output out.npz
+    model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx|m.tflite --output out.npz
                     [--dump_all_tensors] [--out_fixed] [--profile timeline.json]
 
 `.bmodel` runs in tpuc's device simulator (tpuc.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
 weight npz named by `module.weight_file` must sit next to it); `.onnx` in
-onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved
-too (a bmodel needs the `_tensor_location.json` model_deploy wrote next to
-it). `--out_fixed` keeps the stored integers of quantized tensors instead of
+onnxruntime; `.tflite` in LiteRT's reference kernels (inputs and outputs in
+the model's own layout, NHWC for images). With `--dump_all_tensors` every
+intermediate tensor is saved too (a bmodel needs the `_tensor_location.json`
+model_deploy wrote next to it). `--out_fixed` keeps the stored integers of quantized tensors instead of
 their real values. `--profile FILE` (a .bmodel only) writes the cycle
 model's per-command timeline as JSON and prints the ten most expensive
 layers. The input npz is keyed by the model's input names.
@@ -39,7 +40,7 @@ def build_parser():
     )
     parser.add_argument("--input", required=True, help="input .npz, keyed by input name")
     parser.add_argument(
-        "--model", required=True, help="model: .bmodel, .mlir (TOP or TPU) or .onnx"
+        "--model", required=True, help="model: .bmodel, .mlir (TOP or TPU), .onnx or .tflite"
     )
     parser.add_argument(
         "--output", help="output .npz (default: <model name>_output.npz in the current directory)"
@@ -108,6 +109,13 @@ def run_onnx_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict
 
     notes = lambda m: print(f"note: {m}")  # noqa: E731
     return run_onnx(model_path, inputs, dump_all=options.dump_all, notes=notes)
+
+
+def run_tflite_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
+    """LiteRT's reference kernels; inputs and outputs in the model's layout."""
+    from tpuc.frontends.tflite.reference import run_tflite
+
+    return run_tflite(model_path, inputs, dump_all=options.dump_all)
 
 
 def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
@@ -208,6 +216,7 @@ def json_type(value) -> str:
 RUNNERS: dict[str, Callable[[str, Mapping, RunOptions], dict]] = {
     ".mlir": run_mlir_file,
     ".onnx": run_onnx_file,
+    ".tflite": run_tflite_file,
     ".bmodel": run_bmodel_file,
 }
 """Model file suffix -> runner(path, inputs, options)."""

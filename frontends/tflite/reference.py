@@ -1,0 +1,124 @@
+"""LiteRT (`ai-edge-litert`) as the reference for TFLite models: its
+reference kernels (not the XNNPACK delegate), with every intermediate
+tensor kept so model_transform can compare each tensor TOP also has.
+
+Inputs and results are in the model's own layout (NHWC); `run_tflite`
+returns arrays keyed by TFLite tensor name, or — given `keys` (TOP name ->
+(TFLite tensor index, is NCHW)) — keyed by TOP name and transposed to TOP's
+layout where TOP keeps the tensor NCHW.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from tpuc.errors import TpucError
+
+
+def _interpreter(path: str, dump_all: bool, reference_kernels: bool = True):
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    except ImportError as exc:
+        raise TpucError(
+            "running a .tflite model needs LiteRT: pip install 'tpuc[tflite]' (ai-edge-litert)"
+        ) from exc
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Interpreter(
+                model_path=path,
+                experimental_op_resolver_type=(
+                    OpResolverType.BUILTIN_REF if reference_kernels else OpResolverType.BUILTIN
+                ),
+                experimental_preserve_all_tensors=dump_all,
+            )
+    except (ValueError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TpucError(f"{path}: LiteRT cannot load the model ({reason})") from None
+
+
+def run_tflite(
+    path: str,
+    inputs: Mapping[str, np.ndarray],
+    dump_all: bool = False,
+    keys: Mapping[str, tuple[int, bool]] | None = None,
+    notes: Callable[[str], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run the model on `inputs` (by input tensor name, model layout).
+    A custom op the reference kernels lack (MediaPipe's
+    Convolution2DTransposeBias is in LiteRT's XNNPACK delegate only) makes
+    it run with the default kernels and delegate instead; tensors inside
+    the delegated part then have no value to compare."""
+    keep = dump_all or keys is not None
+    try:
+        interp = _invoke(path, _interpreter(path, keep), inputs)
+    except _CustomOpMissing as exc:
+        if notes is not None:
+            notes(f"{exc}; running LiteRT's default kernels and XNNPACK delegate instead")
+        interp = _invoke(path, _interpreter(path, keep, reference_kernels=False), inputs)
+    if keys is not None:
+        return _by_top_name(interp, keys, notes)
+    wanted = interp.get_tensor_details() if dump_all else interp.get_output_details()
+    out: dict[str, np.ndarray] = {}
+    for d in wanted:
+        value = _tensor(interp, d["index"])
+        if value is not None and value.dtype.kind == "f":
+            out[d["name"]] = value.astype(np.float32)
+    return out
+
+
+class _CustomOpMissing(Exception):
+    pass
+
+
+def _invoke(path: str, interp, inputs: Mapping[str, np.ndarray]):
+    import warnings
+
+    details = interp.get_input_details()
+    for d in details:
+        if d["name"] not in inputs:
+            raise TpucError(f"{path}: no input array named '{d['name']}'")
+        shape = np.asarray(inputs[d["name"]]).shape
+        if tuple(shape) != tuple(d["shape"]):
+            interp.resize_tensor_input(d["index"], list(shape))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # preserve_all_tensors' debugging-only notice
+            interp.allocate_tensors()
+        for d in details:
+            interp.set_tensor(d["index"], np.asarray(inputs[d["name"]], dtype=d["dtype"]))
+        interp.invoke()
+    except (ValueError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "unresolved custom op" in reason:
+            raise _CustomOpMissing(reason.rstrip(".")) from None
+        raise TpucError(f"{path}: LiteRT failed to run the model ({reason})") from None
+    return interp
+
+
+def _tensor(interp, index: int) -> np.ndarray | None:
+    try:
+        return np.array(interp.get_tensor(index))
+    except ValueError:  # a tensor LiteRT did not keep (constants folded away ...)
+        return None
+
+
+def _by_top_name(interp, keys, notes) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    missing = 0
+    for top_name, (index, nchw) in keys.items():
+        value = _tensor(interp, index)
+        if value is None or value.dtype.kind != "f":
+            missing += 1
+            continue
+        value = value.astype(np.float32)
+        if nchw and value.ndim == 4:
+            value = value.transpose(0, 3, 1, 2)
+        out[top_name] = value
+    if missing and notes is not None:
+        notes(f"{missing} tensor(s) have no float value in LiteRT")
+    return out
