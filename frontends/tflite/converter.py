@@ -35,6 +35,12 @@ NHWC_AXIS_TO_NCHW = (0, 2, 3, 1)  # NHWC axis a is NCHW axis NHWC_AXIS_TO_NCHW[a
 
 # fused activation functions: RELU, RELU_N1_TO_1, RELU6, TANH
 ACT_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+# TFLite's kernels of the ops with a fused activation (conv, depthwise, fully
+# connected, add/sub/mul/div, pools, concat) clamp to CalculateActivationRange,
+# which leaves TANH and SIGN_BIT unbounded: the model computes no activation
+# there (measured with LiteRT 2.3.0, reference and optimized kernels), so
+# tpuc follows the runtime that defines the model.
+IGNORED_ACTS = ("TANH", "SIGN_BIT")
 
 
 def convert_tflite(
@@ -369,16 +375,18 @@ class TfliteConverter:
     ) -> SSAValue:
         """Build the TOP op computing TFLite tensor `out` with the fused
         activation `act`: RELU/RELU6 become the op's do_relu/relu_limit when
-        it fuses ReLU, otherwise (and for RELU_N1_TO_1, TANH) an op after it.
+        it fuses ReLU, otherwise (and for RELU_N1_TO_1) an op after it.
         `nhwc`: the op works in the TFLite layout; a 4-D result is then
         permuted to NCHW."""
         attrs = dict(attrs or {})
         act_name = ACT_NAMES.get(act, str(act))
+        if act_name in IGNORED_ACTS:
+            act_name = "NONE"
         fuse = act_name in ("RELU", "RELU6") and issubclass(cls, ReluFusedOp)
         if fuse:
             attrs["do_relu"] = True
             attrs["relu_limit"] = 6.0 if act_name == "RELU6" else -1.0
-        elif act_name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH"):
+        elif act_name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
             raise self.error(op, f"fused activation {act_name} is not supported")  # type: ignore[arg-type]
         last = act_name == "NONE" or fuse
         name = self.tensor(out).name
@@ -397,10 +405,8 @@ class TfliteConverter:
             if act_name in ("RELU", "RELU6"):
                 limit = 6.0 if act_name == "RELU6" else -1.0
                 value = self.emit_temp(top.ReluOp, [value], name, {"relu_limit": limit})
-            elif act_name == "RELU_N1_TO_1":
-                value = self.emit_temp(top.ClipOp, [value], name, {"min": -1.0, "max": 1.0})
             else:
-                value = self.emit_temp(top.TanhOp, [value], name)
+                value = self.emit_temp(top.ClipOp, [value], name, {"min": -1.0, "max": 1.0})
         owner = value.owner
         assert isinstance(owner, TensorOp)
         self.ref_keys[owner.tensor_name.data] = (out, self.rank(out) == 4)
