@@ -32,7 +32,7 @@ def build_parser():
     parser = make_parser(
         PROG,
         "Run a model (.bmodel in the device simulator, .mlir in the TOP or TPU interpreter, "
-        ".onnx in onnxruntime) on an input npz and save its outputs as npz.",
+        ".onnx in onnxruntime, .tflite in LiteRT) on an input npz and save its outputs as npz.",
         "A .mlir needs its weight npz (module.weight_file) next to it. The input npz is keyed "
         "by the model's input names; shapes (and for a bmodel, dtypes) must match. "
         "--dump_all_tensors on a bmodel reads the <prefix>_tensor_location.json that "
