@@ -279,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         models = [m for m in models if m.stem in wanted]
     modes = [m for m in args.modes.split(",") if m]
     rows = []
+    print(
+        "| model | min cos outputs | min cos all tensors | tensors compared | "
+        + " | ".join(f"{m} (bm1684x)" for m in modes)
+        + " |"
+    )
+    print("|---|---|---|---|" + "---|" * len(modes))
     for path in models:
         row = run_model(path, work, modes)
         rows.append(row)
@@ -301,8 +307,8 @@ def line(row: dict, modes: list[str]) -> str:
         return f"| {row['model']} | skipped: {row['skip']} |"
     cells = [
         row["model"],
-        f"{row['out_cos']:.7f}",
-        f"{row['mid_cos']:.7f}",
+        f"{row['out_cos']:.9f}",
+        f"{row['mid_cos']:.9f}",
         str(row["compared"]),
     ] + [str(row.get(m, "")) for m in modes]
     return "| " + " | ".join(cells) + " |"

@@ -89,7 +89,6 @@ UNARY = {
     "RSQRT": (top.RsqrtOp, {}),
     "ABS": (top.AbsOp, {}),
     "FLOOR": (top.FloorOp, {}),
-    "CEIL": (top.CeilOp, {}),
     "SIN": (top.SinOp, {}),
     "COS": (top.CosOp, {}),
 }

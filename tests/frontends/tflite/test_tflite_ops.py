@@ -205,6 +205,40 @@ CASES = {
         ("SplitOptions", {"NumSplits": 2}),
         {"x_first": False, "outputs": 2},
     ),
+    "split_v": (
+        "SPLIT_V",
+        X,
+        [i32(3, -1), i32(2)],
+        ("SplitVOptions", {"NumSplits": 2}),
+        {"outputs": 2},
+    ),
+    "expand_dims": ("EXPAND_DIMS", [2, 3], [i32(1)], None, {}),
+    "mirror_pad_reflect": (
+        "MIRROR_PAD",
+        X,
+        [i32(0, 0, 1, 2, 2, 1, 0, 0).reshape(4, 2)],
+        ("MirrorPadOptions", {"Mode": 0}),
+        {},
+    ),
+    "sum_c_keep": ("SUM", X, [i32(-1)], ("ReducerOptions", {"KeepDims": True}), {}),
+    "reduce_min_h": ("REDUCE_MIN", X, [i32(1)], ("ReducerOptions", {"KeepDims": False}), {}),
+    "reduce_prod_w": (
+        "REDUCE_PROD",
+        [1, 4, 3, 2],
+        [i32(2)],
+        ("ReducerOptions", {"KeepDims": True}),
+        {},
+    ),
+    "abs": ("ABS", X, [], None, {}),
+    "neg": ("NEG", X, [], None, {}),
+    "exp": ("EXP", X, [], None, {}),
+    "floor": ("FLOOR", X, [], None, {}),
+    "sin": ("SIN", X, [], None, {}),
+    "cos": ("COS", X, [], None, {}),
+    "relu_0_to_1": ("RELU_0_TO_1", X, [], None, {}),
+    "log": ("LOG", X, [], None, {"positive": True}),
+    "sqrt": ("SQRT", X, [], None, {"positive": True}),
+    "rsqrt": ("RSQRT", X, [], None, {"positive": True}),
     "depth_to_space": (
         "DEPTH_TO_SPACE",
         [1, 4, 4, 8],
@@ -231,27 +265,29 @@ def case_model(case: str, tmp_path) -> bytes:
     op, x, consts, options, kwargs = CASES[case]
     kwargs = dict(kwargs)
     outputs = kwargs.pop("outputs", 1)
+    kwargs.pop("positive", None)
     if "out" in kwargs:
         return one_op(op, x, kwargs.pop("out"), consts, options, **kwargs)
     if outputs == 1:
         probe = one_op(op, x, x, consts, options, **kwargs)
         return one_op(op, x, _litert_shapes(probe, tmp_path)[0], consts, options, **kwargs)
-    return _multi_output(op, x, consts, options, outputs, tmp_path)
+    return _multi_output(op, x, consts, options, outputs, tmp_path, kwargs.get("x_first", True))
 
 
-def _multi_output(op, x, consts, options, outputs, tmp_path) -> bytes:
+def _multi_output(op, x, consts, options, outputs, tmp_path, x_first) -> bytes:
     def make(shapes):
         tensors = [T("x", x)] + [T(f"c{i}", list(c.shape), c) for i, c in enumerate(consts)]
         first = len(tensors)
         tensors += [T(f"y{i}", s) for i, s in enumerate(shapes)]
         outs = list(range(first, first + outputs))
-        ops = [Op(op, [*range(1, first), 0], outs, options)]
+        ins = [0, *range(1, first)] if x_first else [*range(1, first), 0]
+        ops = [Op(op, ins, outs, options)]
         return build(tensors, ops, [0], outs)
 
     return make(_litert_shapes(make([[1]] * outputs), tmp_path))
 
 
-def transform_and_deploy(data: bytes, tmp_path, name: str = "m") -> None:
+def transform_and_deploy(data: bytes, tmp_path, name: str = "m", positive=False) -> None:
     """model_transform against LiteRT (strict tolerance), then F16 deploy
     bit-exact against the TPU interpreter."""
     from ai_edge_litert.interpreter import Interpreter
@@ -264,6 +300,8 @@ def transform_and_deploy(data: bytes, tmp_path, name: str = "m") -> None:
         d["name"]: rng.standard_normal(d["shape"]).astype(np.float32)
         for d in interp.get_input_details()
     }
+    if positive:  # LOG, SQRT, RSQRT
+        feed = {k: np.abs(v) + 0.1 for k, v in feed.items()}
     np.savez(tmp_path / "in.npz", **feed)
     mlir = tmp_path / f"{name}.mlir"
     argv = [
@@ -300,7 +338,8 @@ def transform_and_deploy(data: bytes, tmp_path, name: str = "m") -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_op_against_litert_and_f16_deploy(case, tmp_path):
-    transform_and_deploy(case_model(case, tmp_path), tmp_path)
+    positive = CASES[case][4].get("positive", False)
+    transform_and_deploy(case_model(case, tmp_path), tmp_path, positive=positive)
 
 
 def test_transpose_conv(tmp_path):
