@@ -151,7 +151,7 @@ def run_model(path: Path, work: Path, modes: list[str]) -> dict:
     if not row["transform"]:
         row["skip"] = f"transform: {last_error(log)}"
         return row
-    _, _, keys = convert_tflite(str(path), name)
+    _, _, keys, _ = convert_tflite(str(path), name)
     top = dict(np.load(d / f"{name}_top_outputs.npz"))
     ref = run_tflite(str(path), feed, keys={k: v for k, v in keys.items() if k in top})
     outputs = set(_output_names(d / f"{name}.mlir"))

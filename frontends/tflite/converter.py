@@ -50,8 +50,12 @@ def convert_tflite(
     output_names: Sequence[str] | None = None,
     *,
     model: TModel | None = None,
-) -> tuple[ModuleOp, dict[str, np.ndarray], dict[str, tuple[int, bool]]]:
-    """Convert a .tflite file; see the module docstring for the layout."""
+) -> tuple[
+    ModuleOp, dict[str, np.ndarray], dict[str, tuple[int, bool]], dict[str, tuple[float, float]]
+]:
+    """Convert a .tflite file; see the module docstring for the layout.
+    Returns the module, its weights, the TOP -> TFLite tensor map and, for a
+    pre-quantized model, the real range of each quantized activation."""
     if model is None:
         model = load_tflite(model_path)
     check_float_model(model)
@@ -65,7 +69,9 @@ def convert_tflite(
     for op in ops:
         cv.convert(op)
     module = cv.finish(model_name, outputs)
-    return module, cv.weights, cv.ref_keys
+    from tpuc.frontends.tflite.quant import tensor_ranges
+
+    return module, cv.weights, cv.ref_keys, tensor_ranges(cv)
 
 
 def _same(model: TModel, shapes: list[list[int]]) -> bool:
@@ -73,13 +79,15 @@ def _same(model: TModel, shapes: list[list[int]]) -> bool:
 
 
 def check_float_model(model: TModel) -> None:
-    """tpuc converts float models: quantized activations are refused."""
+    """Graph inputs and outputs must be float: a pre-quantized model with
+    QUANTIZE/DEQUANTIZE at its edges converts, one with integer I/O not yet."""
     for i in model.inputs + model.outputs:
         t = model.tensor(i)
-        if t.type_name in ("INT8", "UINT8", "INT16") and t.quantized:
+        if t.type_name not in ("FLOAT32", "FLOAT16"):
             raise TpucError(
-                f"{model.path}: tensor '{t.name}' is quantized ({t.type_name}); pre-quantized "
-                "TFLite models are not supported yet (use the float model and run_calibration)"
+                f"{model.path}: graph {'input' if i in model.inputs else 'output'} '{t.name}' "
+                f"is {t.type_name}; tpuc converts TFLite models with float inputs and outputs "
+                "(a quantized model's QUANTIZE/DEQUANTIZE at the edges included)"
             )
 
 
@@ -184,7 +192,7 @@ class TfliteConverter:
         self.values: dict[int, SSAValue] = {}
         self.nhwc_values: dict[int, SSAValue] = {}
         self.consts: dict[int, np.ndarray] = {
-            t.index: t.data for t in model.tensors if t.data is not None
+            t.index: _real(t) for t in model.tensors if t.data is not None
         }
         self.weights: dict[str, np.ndarray] = {}
         self.ref_keys: dict[str, tuple[int, bool]] = {}
@@ -436,3 +444,13 @@ class TfliteConverter:
     def fused_act(self, op: TOperator) -> int:
         opts = op.options
         return int(opts.FusedActivationFunction()) if opts is not None else 0
+
+
+def _real(tensor) -> np.ndarray:
+    """A constant's value: quantized integers (weights, int32 biases) as
+    the real numbers they stand for; other data as stored."""
+    if tensor.quantized and tensor.data.dtype.kind in "iu":
+        from tpuc.frontends.tflite.folding import dequantize
+
+        return dequantize(tensor, tensor.data)
+    return tensor.data

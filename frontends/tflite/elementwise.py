@@ -141,18 +141,19 @@ def convert_softmax(cv: TfliteConverter, op: TOperator) -> None:
     cv.emit(top.SoftmaxOp, [value], op.outputs[0], {"axis": axis}, 0, op)
 
 
-FLOAT_TYPES = ("FLOAT32", "FLOAT16")
+QUANT_TYPES = ("FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16")
 
 
-@converter("DEQUANTIZE", "CAST")
-def convert_float_identity(cv: TfliteConverter, op: TOperator) -> None:
-    """float16 -> float32 on an activation is the identity for TOP (float32
-    throughout); anything from integers needs the quantized frontend."""
+@converter("DEQUANTIZE", "QUANTIZE", "CAST")
+def convert_real_identity(cv: TfliteConverter, op: TOperator) -> None:
+    """TOP holds real values in float32: float16 <-> float32, QUANTIZE and
+    DEQUANTIZE (and a requantizing QUANTIZE) keep the value; the quantized
+    tensors' scales become the model's calibration table (quant.py)."""
     src, dst = cv.tensor(op.inputs[0]), cv.tensor(op.outputs[0])
-    if src.type_name not in FLOAT_TYPES or dst.type_name not in FLOAT_TYPES:
-        raise cv.error(
-            op,
-            f"{src.type_name} -> {dst.type_name} on an activation is not "
-            "supported (pre-quantized TFLite models are not supported yet)",
-        )
+    real = all(
+        t.type_name in ("FLOAT32", "FLOAT16") or (t.type_name in QUANT_TYPES and t.quantized)
+        for t in (src, dst)
+    )
+    if not real:
+        raise cv.error(op, f"{src.type_name} -> {dst.type_name} is not supported")
     cv.bind(op.outputs[0], cv.value(op.inputs[0]))

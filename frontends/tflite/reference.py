@@ -107,15 +107,27 @@ def _tensor(interp, index: int) -> np.ndarray | None:
         return None
 
 
+def real_value(value: np.ndarray, quant: dict | None) -> np.ndarray | None:
+    """A float tensor as is, a per-tensor quantized one dequantized."""
+    if value.dtype.kind == "f":
+        return value.astype(np.float32)
+    scales = (quant or {}).get("scales")
+    if value.dtype.kind not in "iu" or scales is None or len(scales) != 1:
+        return None
+    zp = float(quant["zero_points"][0])
+    return ((value.astype(np.float64) - zp) * float(scales[0])).astype(np.float32)
+
+
 def _by_top_name(interp, keys, notes) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     missing = 0
+    quant = {d["index"]: d.get("quantization_parameters") for d in interp.get_tensor_details()}
     for top_name, (index, nchw) in keys.items():
         value = _tensor(interp, index)
-        if value is None or value.dtype.kind != "f":
+        value = None if value is None else real_value(value, quant.get(index))
+        if value is None:
             missing += 1
             continue
-        value = value.astype(np.float32)
         if nchw and value.ndim == 4:
             value = value.transpose(0, 3, 1, 2)
         out[top_name] = value

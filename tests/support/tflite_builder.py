@@ -19,9 +19,10 @@ import tflite
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.BuiltinOptions import BuiltinOptions
 
-FLOAT32, FLOAT16, INT32 = 0, 1, 2
+FLOAT32, FLOAT16, INT32, UINT8, INT8 = 0, 1, 2, 3, 9
 NP_TYPES = {np.dtype(np.float32): FLOAT32, np.dtype(np.float16): FLOAT16,
-            np.dtype(np.int32): INT32}  # fmt: skip
+            np.dtype(np.int32): INT32, np.dtype(np.uint8): UINT8,
+            np.dtype(np.int8): INT8}  # fmt: skip
 
 
 @dataclass
@@ -30,6 +31,9 @@ class T:
     shape: list[int]
     data: np.ndarray | None = None
     type: int | None = None
+    scale: list[float] | None = None  # quantization: one (per tensor) or per axis
+    zero_point: list[int] | None = None
+    quantized_dimension: int = 0
 
 
 @dataclass
@@ -125,6 +129,7 @@ def _subgraph(b, tensors, tensor_buffers, ops, codes, inputs, outputs) -> int:
     for t, buf in zip(tensors, tensor_buffers, strict=True):
         name = b.CreateString(t.name)
         shape = _vector(b, tflite.TensorStartShapeVector, list(t.shape), b.PrependInt32)
+        quant = _quantization(b, t) if t.scale is not None else None
         ttype = (
             t.type
             if t.type is not None
@@ -135,6 +140,8 @@ def _subgraph(b, tensors, tensor_buffers, ops, codes, inputs, outputs) -> int:
         tflite.TensorAddType(b, ttype)
         tflite.TensorAddBuffer(b, buf)
         tflite.TensorAddName(b, name)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
         tensor_offsets.append(tflite.TensorEnd(b))
     op_offsets = []
     for op in ops:
@@ -162,6 +169,23 @@ def _subgraph(b, tensors, tensor_buffers, ops, codes, inputs, outputs) -> int:
     tflite.SubGraphAddOutputs(b, o_vec)
     tflite.SubGraphAddOperators(b, op_vec)
     return tflite.SubGraphEnd(b)
+
+
+def _quantization(b, t: T) -> int:
+    scales = _vector(
+        b, tflite.QuantizationParametersStartScaleVector, list(t.scale), b.PrependFloat32
+    )
+    zps = _vector(
+        b,
+        tflite.QuantizationParametersStartZeroPointVector,
+        list(t.zero_point or [0] * len(t.scale)),
+        b.PrependInt64,
+    )
+    tflite.QuantizationParametersStart(b)
+    tflite.QuantizationParametersAddScale(b, scales)
+    tflite.QuantizationParametersAddZeroPoint(b, zps)
+    tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)
+    return tflite.QuantizationParametersEnd(b)
 
 
 def one_op(

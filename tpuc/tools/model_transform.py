@@ -201,6 +201,7 @@ class TfliteReference:
     """LiteRT on the .tflite file; `keys` maps TOP tensors to TFLite ones."""
 
     keys: dict
+    ranges: dict  # a pre-quantized model's own activation ranges (empty for a float one)
     label: str = "LiteRT"
 
     def run(self, req: Request, inputs, top_names: set[str]) -> tuple[dict, int]:
@@ -229,8 +230,10 @@ def _convert_tflite(req: Request):
     from tpuc.frontends.tflite import convert_tflite
 
     path = str(req.model_def)
-    module, weights, keys = convert_tflite(path, req.name, req.input_shapes, req.output_names)
-    return module, weights, TfliteReference(keys)
+    module, weights, keys, ranges = convert_tflite(
+        path, req.name, req.input_shapes, req.output_names
+    )
+    return module, weights, TfliteReference(keys, ranges)
 
 
 FRONTENDS: dict[str, Callable[[Request], tuple]] = {
@@ -330,6 +333,8 @@ def transform(req: Request) -> int:
         say("shape-infer, canonicalize")
         transform_stage(module)
         say(f"FLOPs {module_attr(module, 'FLOPs', 0):,}")
+        if getattr(reference, "ranges", None):
+            write_own_table(req, module, reference.ranges, out)
         weight_path = req.path("_top_f32_all_weight.npz")
         save_module(out, module, req.mlir, store, weight_path)
         result = None
@@ -348,6 +353,24 @@ def transform(req: Request) -> int:
         raise divergence(req, result, reference.label)
     say(f"TOP matches {reference.label} (--tolerance {req.tolerance})")
     return 0
+
+
+def write_own_table(req: Request, module, ranges: dict, out) -> None:
+    """A pre-quantized model's scales and zero points as the calibration
+    table `<name>_cali_table`, named by `module.cali_table` so that
+    model_deploy.py --quantize INT8 uses it without --calibration_table."""
+    from tpuc.cali_table import format_table
+    from tpuc.frontends.tflite.quant import calibration_table
+    from tpuc.module_io import set_module_attr
+
+    path = req.path("_cali_table")
+    table = calibration_table(module, ranges)
+    text = format_table(
+        table, mlir=str(req.mlir), methods=["tflite"], histogram_bins=0, samples=0, tune_num=0
+    )
+    out.write_text(path, text)
+    set_module_attr(module, "module.cali_table", path.name)
+    say(f"pre-quantized model: its own scales and zero points -> {path}")
 
 
 def written_files(req: Request) -> list[Path]:
