@@ -257,6 +257,7 @@ class TfliteConverter:
         t = self.model.tensor(index)
         value = self.value(index)
         if len(shape_of(value) or ()) != 4:
+            self._rename_output(value, t.name)
             return value
         if index in self.nhwc_values and isinstance(self.nhwc_values[index].owner, top.InputOp):
             return self.nhwc_values[index]
@@ -272,6 +273,22 @@ class TfliteConverter:
         self.block.add_op(op)
         self.ref_keys[name] = (index, False)
         return op.results[0]
+
+    def _rename_output(self, value: SSAValue, name: str) -> None:
+        """A forwarded output (DEQUANTIZE, CAST) is computed by an op named
+        after another tensor: give that op the output's name."""
+        owner = value.owner
+        if not isinstance(owner, TensorOp) or isinstance(owner, top.InputOp | top.WeightOp):
+            return
+        if owner.result_names is not None or owner.tensor_name.data == name:
+            return
+        if name in self._names:
+            return
+        old = owner.tensor_name.data
+        owner.attributes["name"] = StringAttr(name)
+        self._names.add(name)
+        if old in self.ref_keys:
+            self.ref_keys[name] = self.ref_keys.pop(old)
 
     # --- helpers for converters ----------------------------------------------------
 
