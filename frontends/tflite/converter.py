@@ -79,16 +79,19 @@ def _same(model: TModel, shapes: list[list[int]]) -> bool:
 
 
 def check_float_model(model: TModel) -> None:
-    """Graph inputs and outputs must be float: a pre-quantized model with
-    QUANTIZE/DEQUANTIZE at its edges converts, one with integer I/O not yet."""
+    """Graph inputs and outputs are float, or per-tensor quantized (then TOP
+    takes and gives their real values, as LiteRT's run in reference.py)."""
     for i in model.inputs + model.outputs:
         t = model.tensor(i)
-        if t.type_name not in ("FLOAT32", "FLOAT16"):
-            raise TpucError(
-                f"{model.path}: graph {'input' if i in model.inputs else 'output'} '{t.name}' "
-                f"is {t.type_name}; tpuc converts TFLite models with float inputs and outputs "
-                "(a quantized model's QUANTIZE/DEQUANTIZE at the edges included)"
-            )
+        if t.type_name in ("FLOAT32", "FLOAT16"):
+            continue
+        if t.type_name in ("INT8", "UINT8", "INT16") and t.quantized and t.scales.size == 1:
+            continue
+        raise TpucError(
+            f"{model.path}: graph {'input' if i in model.inputs else 'output'} '{t.name}' "
+            f"is {t.type_name}{'' if t.quantized else ' without quantization parameters'}; "
+            "tpuc converts float or per-tensor quantized inputs and outputs"
+        )
 
 
 def resolve_input_shapes(model: TModel, given: Sequence[Sequence[int]] | None) -> list[list[int]]:

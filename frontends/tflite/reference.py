@@ -2,7 +2,9 @@
 reference kernels (not the XNNPACK delegate), with every intermediate
 tensor kept so model_transform can compare each tensor TOP also has.
 
-Inputs and results are in the model's own layout (NHWC); `run_tflite`
+Inputs and results are in the model's own layout (NHWC) and real values (a
+quantized input is quantized with its scale and zero point, quantized
+results are dequantized); `run_tflite`
 returns arrays keyed by TFLite tensor name, or — given `keys` (TOP name ->
 (TFLite tensor index, is NCHW)) — keyed by TOP name and transposed to TOP's
 layout where TOP keeps the tensor NCHW.
@@ -66,9 +68,23 @@ def run_tflite(
     out: dict[str, np.ndarray] = {}
     for d in wanted:
         value = _tensor(interp, d["index"])
-        if value is not None and value.dtype.kind == "f":
-            out[d["name"]] = value.astype(np.float32)
+        value = None if value is None else real_value(value, d.get("quantization_parameters"))
+        if value is not None:
+            out[d["name"]] = value
     return out
+
+
+def _stored(value: np.ndarray, detail: dict) -> np.ndarray:
+    """An input as the model stores it: real values of a quantized input
+    are quantized with its scale and zero point (TOP takes real values)."""
+    dtype = np.dtype(detail["dtype"])
+    quant = detail.get("quantization_parameters") or {}
+    scales = quant.get("scales")
+    if dtype.kind not in "iu" or value.dtype.kind != "f" or scales is None or len(scales) != 1:
+        return value.astype(dtype)
+    info = np.iinfo(dtype)
+    q = np.round(value.astype(np.float64) / float(scales[0])) + float(quant["zero_points"][0])
+    return np.clip(q, info.min, info.max).astype(dtype)
 
 
 class _CustomOpMissing(Exception):
@@ -90,7 +106,7 @@ def _invoke(path: str, interp, inputs: Mapping[str, np.ndarray]):
             warnings.simplefilter("ignore")  # preserve_all_tensors' debugging-only notice
             interp.allocate_tensors()
         for d in details:
-            interp.set_tensor(d["index"], np.asarray(inputs[d["name"]], dtype=d["dtype"]))
+            interp.set_tensor(d["index"], _stored(np.asarray(inputs[d["name"]]), d))
         interp.invoke()
     except (ValueError, RuntimeError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

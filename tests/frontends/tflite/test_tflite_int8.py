@@ -192,7 +192,6 @@ def test_int8_op_within_one_lsb_of_litert(case, tmp_path):
     assert model_deploy.run(argv) == 0
     tpu = np.load(next(tmp_path.glob("q_bm1684x_int8_asym_tpu_outputs.npz")))["y"]
     ref = run_tflite(str(path), feed)["y"]
-    from tflite_builder import T as _  # noqa: F401  (keeps the helper import explicit)
 
     scale = _output_scale(path)
     lsb = np.abs(np.round((tpu - ref) / scale))
