@@ -271,7 +271,7 @@ def _checked(array: np.ndarray, spec: InputSpec, source: str) -> np.ndarray:
     if tuple(array.shape) != spec.shape:
         raise TpucError(
             f"{source}: input '{spec.name}' has shape {list(array.shape)}, "
-            f"the model expects {list(spec.shape)}"
+            f"the model expects {list(spec.shape)}{_layout_hint(array.shape, spec.shape)}"
         )
     return np.require(array, np.float32, "C")  # keeps 0-d inputs 0-d
 
@@ -400,3 +400,17 @@ def _short_side_scale(image, h: int, w: int) -> np.ndarray:
 def with_preprocess(specs: Sequence[InputSpec], pp: Preprocess) -> list[InputSpec]:
     """The specs with `pp` for every input that has no stored preprocessing."""
     return [s if s.preprocess else replace(s, preprocess=pp) for s in specs]
+
+
+def _layout_hint(given: Sequence[int], expected: Sequence[int]) -> str:
+    """Name a 4-D array given in the other image layout (NCHW for an NHWC
+    model such as a TFLite one, or the reverse)."""
+    if len(given) != 4 or len(expected) != 4:
+        return ""
+    n, h, w, c = expected
+    if tuple(given) == (n, c, h, w) and c not in (h, w):
+        return " (that is NCHW; this model takes NHWC, its own layout)"
+    n, c, h, w = expected
+    if tuple(given) == (n, h, w, c) and c not in (h, w):
+        return " (that is NHWC; this model takes NCHW)"
+    return ""

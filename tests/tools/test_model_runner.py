@@ -59,7 +59,12 @@ def test_mlir_matches_onnxruntime(work, capsys):
 @pytest.mark.parametrize(
     "model, inputs, needle",
     [
-        ("m.tflite", "in.npz", "unsupported model type (supported: .bmodel, .mlir, .onnx"),
+        (
+            "m.pt",
+            "in.npz",
+            "unsupported model type (supported: .bmodel, .mlir, .onnx, .prototxt, .tflite)",
+        ),
+        ("m.tflite", "in.npz", "LiteRT cannot load the model"),
         ("m.bmodel", "in.npz", "truncated bmodel"),
         ("tiny.onnx", "wrong.npz", "no data for input 'x'"),
         ("missing.onnx", "in.npz", "no such file"),
@@ -70,6 +75,7 @@ def test_errors(work, capsys, model, inputs, needle):
     d, _ = work
     (d / "m.bmodel").write_bytes(b"")
     (d / "m.tflite").write_bytes(b"")
+    (d / "m.pt").write_bytes(b"")
     np.savez(d / "wrong.npz", input=np.zeros(3))
     argv = ["--input", str(d / inputs), "--model", str(d / model), "--output", str(d / "o.npz")]
     code, _, err = run_main(model_runner.main, argv, capsys)

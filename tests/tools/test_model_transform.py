@@ -178,9 +178,9 @@ def test_bad_requests_leave_nothing(work, capsys, setup, extra, needle):
 
 
 def test_unsupported_format_and_collisions(work, capsys):
-    (work / "m.tflite").write_bytes(b"")
-    code, _, err = transform(work, capsys, model="m.tflite")
-    assert code == 1 and "TFLite models are not supported yet" in one_line_error(err)
+    (work / "m.caffemodel").write_bytes(b"")
+    code, _, err = transform(work, capsys, model="m.caffemodel")
+    assert code == 1 and "pass it as --model_data" in one_line_error(err)
     code, _, err = transform(work, capsys, "--test_result", "{d}/tiny.mlir")
     assert code == 1 and "used both as" in one_line_error(err)
     onnx_bytes = (work / "tiny.onnx").read_bytes()
@@ -191,7 +191,7 @@ def test_unsupported_format_and_collisions(work, capsys):
         work, capsys, "--test_input", "{d}/in.npz", "--test_result", "{d}/in.npz"
     )
     assert code == 1 and "refusing to overwrite an input file" in one_line_error(err)
-    assert files_in(work) == {"tiny.onnx", "in.npz", "m.tflite"}
+    assert files_in(work) == {"tiny.onnx", "in.npz", "m.caffemodel"}
 
 
 def test_help_is_the_console_script():

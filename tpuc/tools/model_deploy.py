@@ -163,6 +163,7 @@ def check_request(args) -> Request:
     if args.test_reference is not None and not test_input:
         raise TpucError("--test_reference needs --test_input (the input it was computed on)")
     qtable = optional(args.quantize_table, "--quantize_table")
+    _use_own_table(args)
     _check_target(args, qtable)
     model = Path(args.model)
     if model.is_dir():
@@ -183,6 +184,29 @@ def check_request(args) -> Request:
         debug=bool(args.debug),
         skip_validation=bool(args.skip_validation),
     )
+
+
+def _use_own_table(args) -> None:
+    """A pre-quantized model (a quantized TFLite one) names its own
+    calibration table in `module.cali_table`: INT8 without
+    --calibration_table uses it, asymmetric (the model's zero points). A
+    table given on the command line wins."""
+    import re
+
+    if args.quantize != "INT8" or args.calibration_table is not None:
+        return
+    try:
+        with open(args.mlir, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return  # existing_file reports it
+    found = re.search(r'module\.cali_table = "([^"]+)"', head.split("\n", 1)[0])
+    if found is None:
+        return
+    table = Path(args.mlir).parent / found.group(1)
+    args.calibration_table = str(existing_file(str(table), "module.cali_table"))
+    args.asymmetric = True
+    say(f"the model's own quantization: {table} (asymmetric)")
 
 
 def _check_target(args, qtable: Path | None) -> None:

@@ -1,6 +1,6 @@
 """model_runner.py: run a model on an input npz and save the outputs as npz.
 
-    model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx --output out.npz
+    model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx|m.tflite --output out.npz
                     [--dump_all_tensors] [--out_fixed] [--profile timeline.json]
 
 `.prototxt` (with `--model_data x.caffemodel`) runs in OpenCV's Caffe
@@ -8,12 +8,13 @@ importer, outputs keyed by layer name. `.bmodel` runs in tpuc's device
 simulator (tpuc.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
 weight npz named by `module.weight_file` must sit next to it); `.onnx` in
-onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved
-too (a bmodel needs the `_tensor_location.json` model_deploy wrote next to
-it). `--out_fixed` keeps the stored integers of quantized tensors instead of
-their real values. `--profile FILE` (a .bmodel only) writes the cycle
-model's per-command timeline as JSON and prints the ten most expensive
-layers. The input npz is keyed by the model's input names.
+onnxruntime; `.tflite` in LiteRT's reference kernels (inputs and outputs in
+the model's own layout, NHWC for images). With `--dump_all_tensors` every
+intermediate tensor is saved too (a bmodel needs the `_tensor_location.json`
+model_deploy wrote next to it). `--out_fixed` keeps the stored integers of
+quantized tensors instead of their real values. `--profile FILE` (a .bmodel
+only) writes the cycle model's per-command timeline as JSON and prints the
+ten most expensive layers. The input npz is keyed by the model's input names.
 onnxruntime runs come from the ONNX frontend's `run_onnx`
 (tpuc.frontends.onnx.reference), the reference run of model_transform.py too.
 """
@@ -33,7 +34,7 @@ def build_parser():
     parser = make_parser(
         PROG,
         "Run a model (.bmodel in the device simulator, .mlir in the TOP or TPU interpreter, "
-        ".onnx in onnxruntime) on an input npz and save its outputs as npz.",
+        ".onnx in onnxruntime, .tflite in LiteRT) on an input npz and save its outputs as npz.",
         "A .mlir needs its weight npz (module.weight_file) next to it. The input npz is keyed "
         "by the model's input names; shapes (and for a bmodel, dtypes) must match. "
         "--dump_all_tensors on a bmodel reads the <prefix>_tensor_location.json that "
@@ -43,7 +44,10 @@ def build_parser():
     parser.add_argument(
         "--model",
         required=True,
-        help="model: .bmodel, .mlir (TOP or TPU), .onnx or Caffe .prototxt (with --model_data)",
+        help=(
+            "model: .bmodel, .mlir (TOP or TPU), .onnx, .tflite or Caffe .prototxt "
+            "(with --model_data)"
+        ),
     )
     parser.add_argument("--model_data", help="Caffe .prototxt: its weights (.caffemodel)")
     parser.add_argument(
@@ -114,6 +118,13 @@ def run_onnx_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict
 
     notes = lambda m: print(f"note: {m}")  # noqa: E731
     return run_onnx(model_path, inputs, dump_all=options.dump_all, notes=notes)
+
+
+def run_tflite_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
+    """LiteRT's reference kernels; inputs and outputs in the model's layout."""
+    from tpuc.frontends.tflite.reference import run_tflite
+
+    return run_tflite(model_path, inputs, dump_all=options.dump_all)
 
 
 def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
@@ -228,6 +239,7 @@ def run_caffe_file(model_path: str, inputs: Mapping, options: RunOptions) -> dic
 RUNNERS: dict[str, Callable[[str, Mapping, RunOptions], dict]] = {
     ".mlir": run_mlir_file,
     ".onnx": run_onnx_file,
+    ".tflite": run_tflite_file,
     ".bmodel": run_bmodel_file,
 }
 RUNNERS[".prototxt"] = run_caffe_file

@@ -2,15 +2,16 @@
 
 Steps (each announced on one line):
 1. check the request: files, shapes, names, tolerance, preprocessing flags;
-2. convert the model (ONNX) -> `<name>_origin.mlir` +
+2. convert the model (ONNX or TFLite) -> `<name>_origin.mlir` +
    `<name>_top_f32_all_origin_weight.npz`;
 3. shape-infer, canonicalize, count FLOPs -> `--mlir` + `<name>_top_f32_all_weight.npz`;
 4. with --test_input: preprocess it -> `<name>_in_f32.npz`, run the TOP
-   interpreter -> `--test_result` (every tensor), run onnxruntime on the
-   original model (every tensor TOP also has; `<name>_ref_outputs.npz` with
-   --debug) and compare tensor by tensor. A Caffe model (`--model_def
-   x.prototxt --model_data x.caffemodel`) is run by OpenCV's Caffe importer
-   instead, compared layer by layer.
+   interpreter -> `--test_result` (every tensor), run the reference
+   (onnxruntime for ONNX, LiteRT for TFLite, OpenCV's Caffe importer for a
+   `--model_def x.prototxt --model_data x.caffemodel`) on the original model
+   (every tensor TOP also has; `<name>_ref_outputs.npz` with --debug) and
+   compare tensor by tensor. A TFLite model's inputs and outputs keep its own
+   layout (NHWC); intermediates are compared in TOP's NCHW.
 All files go next to `--mlir` and are written together at the end; a bad
 request leaves nothing behind and never touches the input model. When the
 comparison fails the files are kept and the run ends with exit status 1,
@@ -38,12 +39,12 @@ EPILOG = (
     "Outputs, next to --mlir: <name>_origin.mlir and <name>_top_f32_all_origin_weight.npz; the "
     "--mlir file and <name>_top_f32_all_weight.npz; with --test_input also <name>_in_f32.npz (the "
     "preprocessed input) and --test_result; with --debug also <name>_ref_outputs.npz "
-    "(onnxruntime tensors). Exit status 1 on a bad request (nothing is "
-    "written) or when TOP and onnxruntime diverge (files are kept, the first divergent tensor "
+    "(onnxruntime or LiteRT tensors). Exit status 1 on a bad request (nothing is "
+    "written) or when TOP and the reference diverge (files are kept, the first divergent tensor "
     "is named)."
 )
 MAX_FAILURE_LINES = 10
-PLANNED_FORMATS = {".tflite": "TFLite", ".prototxt": "Caffe", ".caffemodel": "Caffe"}
+PLANNED_FORMATS = {".prototxt": "Caffe", ".caffemodel": "Caffe"}
 
 
 def build_parser():
@@ -52,18 +53,18 @@ def build_parser():
     parser = make_parser(
         PROG,
         "Convert a model to the TOP dialect and, with --test_input, check the TOP interpreter "
-        "against onnxruntime tensor by tensor.",
+        "against the source framework (onnxruntime, LiteRT) tensor by tensor.",
         EPILOG,
     )
     parser.add_argument("--model_name", required=True, help="model name, prefix of every file")
     parser.add_argument(
-        "--model_def", required=True, help="model definition file (.onnx, Caffe .prototxt)"
+        "--model_def", required=True, help="model definition file (.onnx, .tflite, Caffe .prototxt)"
     )
     parser.add_argument("--model_data", help="Caffe weights (.caffemodel) for a .prototxt")
     parser.add_argument(
         "--input_shapes",
-        help="input shapes, e.g. [[1,3,224,224],[1,10]] (default: from the model; "
-        "required for dynamic dims)",
+        help="input shapes, e.g. [[1,3,224,224],[1,10]], in the model's own layout (NHWC for "
+        "TFLite) (default: from the model; required for dynamic dims)",
     )
     parser.add_argument(
         "--output_names", help="comma-separated tensors to use as outputs (cuts the graph)"
@@ -83,7 +84,7 @@ def build_parser():
     parser.add_argument(
         "--debug",
         action="store_true",
-        help="keep the onnxruntime tensors (<name>_ref_outputs.npz); per-tensor lines",
+        help="keep the reference tensors (<name>_ref_outputs.npz); per-tensor lines",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print one comparison line per tensor"
@@ -198,6 +199,45 @@ def _check_distinct(req: Request) -> None:
 # --- the steps -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class OnnxReference:
+    """onnxruntime on the ONNX file, knowing only its tensor names."""
+
+    names: OnnxNames
+    label: str = "onnxruntime"
+
+    def run(self, req: Request, inputs, top_names: set[str]) -> tuple[dict, int]:
+        from tpuc.frontends.onnx.reference import run_onnx
+
+        keys = onnx_tensor_keys(self.names, top_names)
+        say(f"running onnxruntime on {req.model_def} ({len(keys)} tensors to compare)")
+        ref = run_onnx(
+            str(req.model_def),
+            inputs,
+            tensors=keys,
+            notes=lambda m: say(f"note: {m}"),
+            names=self.names,
+        )
+        return ref, len(keys)
+
+
+@dataclass(frozen=True)
+class TfliteReference:
+    """LiteRT on the .tflite file; `keys` maps TOP tensors to TFLite ones."""
+
+    keys: dict
+    ranges: dict  # a pre-quantized model's own activation ranges (empty for a float one)
+    label: str = "LiteRT"
+
+    def run(self, req: Request, inputs, top_names: set[str]) -> tuple[dict, int]:
+        from tpuc.frontends.tflite.reference import run_tflite
+
+        keys = {k: v for k, v in self.keys.items() if k in top_names}
+        say(f"running LiteRT on {req.model_def} ({len(keys)} tensors to compare)")
+        ref = run_tflite(str(req.model_def), inputs, keys=keys, notes=lambda m: say(f"note: {m}"))
+        return ref, len(keys)
+
+
 def _convert_onnx(req: Request):
     """Parse the file once: the frontend converts the parsed model and the
     reference run keeps only its names (the parsed weights are freed here)."""
@@ -208,7 +248,29 @@ def _convert_onnx(req: Request):
     path = str(req.model_def)
     model = load_model(path)
     module, weights = convert_onnx(path, req.name, req.input_shapes, req.output_names, model=model)
-    return module, weights, OnnxNames.of(model)
+    return module, weights, OnnxReference(OnnxNames.of(model))
+
+
+def _convert_tflite(req: Request):
+    from tpuc.frontends.tflite import convert_tflite
+
+    path = str(req.model_def)
+    module, weights, keys, ranges = convert_tflite(
+        path, req.name, req.input_shapes, req.output_names
+    )
+    return module, weights, TfliteReference(keys, ranges)
+
+
+@dataclass(frozen=True)
+class CaffeReference:
+    """OpenCV's Caffe importer on the prototxt + caffemodel."""
+
+    names: object  # tpuc.frontends.caffe.reference.CaffeNames
+    label: str = "OpenCV"
+
+    def run(self, req: Request, inputs, top_names: set[str]) -> tuple[dict, int]:
+        ref = self.names.run_reference(inputs, top_names, say)
+        return ref, len(ref)
 
 
 def _convert_caffe(req: Request):
@@ -220,14 +282,16 @@ def _convert_caffe(req: Request):
     module, weights, layer_tensors = convert_caffe(
         model_def, model_data, req.name, req.input_shapes, req.output_names
     )
-    return module, weights, CaffeNames(model_def, model_data, layer_tensors)
+    return module, weights, CaffeReference(CaffeNames(model_def, model_data, layer_tensors))
 
 
-FRONTENDS: dict[str, Callable[[Request], tuple]] = {".onnx": _convert_onnx}
-"""Model suffix -> converter returning (TOP module, weights, names of the
-source model for the reference run). A frontend with its own reference (Caffe:
-OpenCV) returns an object with `run_reference(inputs, top_names, say)`."""
-FRONTENDS[".prototxt"] = _convert_caffe
+FRONTENDS: dict[str, Callable[[Request], tuple]] = {
+    ".onnx": _convert_onnx,
+    ".tflite": _convert_tflite,
+    ".prototxt": _convert_caffe,
+}
+"""Model suffix -> converter returning (TOP module, weights, the reference
+run of the source model: an object with `label` and `run`)."""
 
 
 def say(message: str) -> None:
@@ -247,12 +311,11 @@ def onnx_tensor_keys(names: OnnxNames, top_names: set[str]) -> dict[str, str]:
     return keys
 
 
-def verify(req: Request, module, store, inputs, out, names: OnnxNames):
+def verify(req: Request, module, store, inputs, out, reference):
     """Run TOP and the source framework on `inputs`; stage the npz files;
     return the comparison. Empties `store` once TOP has run, so that the
-    weights are freed before onnxruntime loads its own copy."""
+    weights are freed before the reference loads its own copy."""
     from tpuc.compare import compare_arrays
-    from tpuc.frontends.onnx.reference import run_onnx
     from tpuc.interp.top_interpreter import run_top
 
     say(f"running the TOP interpreter -> {req.test_result}")
@@ -260,17 +323,7 @@ def verify(req: Request, module, store, inputs, out, names: OnnxNames):
     top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty())
     store.clear()
     out.save_npz(req.test_result, top)
-    if hasattr(names, "run_reference"):  # a non-ONNX frontend's own reference
-        ref = names.run_reference(inputs, set(top), lambda m: say(m))
-        if req.debug:
-            out.save_npz(req.path("_ref_outputs.npz"), ref)
-        skip = set(req.excepts) | set(inputs)
-        return compare_arrays(top, ref, req.tolerance, excepts=skip, order=list(top))
-    keys = onnx_tensor_keys(names, set(top))
-    say(f"running onnxruntime on {req.model_def} ({len(keys)} tensors to compare)")
-    ref = run_onnx(
-        str(req.model_def), inputs, tensors=keys, notes=lambda m: say(f"note: {m}"), names=names
-    )
+    ref, _ = reference.run(req, inputs, set(top))
     if req.debug:
         out.save_npz(req.path("_ref_outputs.npz"), ref)
     skip = set(req.excepts) | set(inputs)
@@ -289,18 +342,18 @@ def report(req: Request, result: CompareResult, finals: list[str]) -> None:
         print(f"  {line}")
 
 
-def divergence(req: Request, result: CompareResult) -> TpucError:
+def divergence(req: Request, result: CompareResult, label: str = "onnxruntime") -> TpucError:
     """The failure that names the first failing tensor in network order."""
     from tpuc.compare import Verdict
 
     first = result.failures[0]
     s = first.similarity
     if first.verdict is Verdict.NOT_MATCH:
-        why = f"shape {list(first.shape)} vs {reference_label(req)} {list(first.ref_shape or ())}"
+        why = f"shape {list(first.shape)} vs {label} {list(first.ref_shape or ())}"
     else:
         why = f"cos {s.cosine:.6f}, euclid {s.euclid:.6f}; --tolerance {req.tolerance}"
     return TpucError(
-        f"TOP and {reference_label(req)} diverge first at tensor '{first.name}' ({why}); "
+        f"TOP and {label} diverge first at tensor '{first.name}' ({why}); "
         f"{len(result.failures)} tensor(s) fail; see {req.test_result} (rerun with -v for all)"
     )
 
@@ -316,7 +369,7 @@ def transform(req: Request) -> int:
     protected = (req.model_def, *req.test_input, *[p for p in (req.model_data,) if p])
     with OutputSet(protected=protected) as out:
         say(f"converting {req.model_def}")
-        module, weights, names = FRONTENDS[req.model_def.suffix.lower()](req)
+        module, weights, reference = FRONTENDS[req.model_def.suffix.lower()](req)
         store = WeightStore(weights)
         del weights  # the store holds them; cleared before the reference run
         attach_weights(module, store)
@@ -330,29 +383,44 @@ def transform(req: Request) -> int:
         say("shape-infer, canonicalize")
         transform_stage(module)
         say(f"FLOPs {module_attr(module, 'FLOPs', 0):,}")
+        if getattr(reference, "ranges", None):
+            write_own_table(req, module, reference.ranges, out)
         weight_path = req.path("_top_f32_all_weight.npz")
         save_module(out, module, req.mlir, store, weight_path)
         result = None
         if inputs is not None:
             out.save_npz(req.path("_in_f32.npz"), inputs)
-            result = verify(req, module, store, inputs, out, names)
+            result = verify(req, module, store, inputs, out, reference)
     say(f"saved {', '.join(str(p) for p in written_files(req))}")
     if result is None:
         return 0
     report(req, result, output_names(module))
     if not result.rows:
         raise TpucError(
-            f"no tensor of the TOP interpreter matches a {reference_label(req)} tensor by name"
+            f"no tensor of the TOP interpreter matches a {reference.label} tensor by name"
         )
     if not result.passed:
-        raise divergence(req, result)
-    say(f"TOP matches {reference_label(req)} (--tolerance {req.tolerance})")
+        raise divergence(req, result, reference.label)
+    say(f"TOP matches {reference.label} (--tolerance {req.tolerance})")
     return 0
 
 
-def reference_label(req: Request) -> str:
-    """What the TOP interpreter is compared with."""
-    return "OpenCV" if req.model_def.suffix.lower() == ".prototxt" else "onnxruntime"
+def write_own_table(req: Request, module, ranges: dict, out) -> None:
+    """A pre-quantized model's scales and zero points as the calibration
+    table `<name>_cali_table`, named by `module.cali_table` so that
+    model_deploy.py --quantize INT8 uses it without --calibration_table."""
+    from tpuc.cali_table import format_table
+    from tpuc.frontends.tflite.quant import calibration_table
+    from tpuc.module_io import set_module_attr
+
+    path = req.path("_cali_table")
+    table = calibration_table(module, ranges)
+    text = format_table(
+        table, mlir=str(req.mlir), methods=["tflite"], histogram_bins=0, samples=0, tune_num=0
+    )
+    out.write_text(path, text)
+    set_module_attr(module, "module.cali_table", path.name)
+    say(f"pre-quantized model: its own scales and zero points -> {path}")
 
 
 def written_files(req: Request) -> list[Path]:
