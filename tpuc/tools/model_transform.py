@@ -44,7 +44,6 @@ EPILOG = (
     "is named)."
 )
 MAX_FAILURE_LINES = 10
-PLANNED_FORMATS = {".prototxt": "Caffe", ".caffemodel": "Caffe"}
 
 
 def build_parser():
@@ -129,9 +128,7 @@ def check_request(args) -> Request:
     model_data = check_model_data(args, suffix)
     if suffix not in FRONTENDS:
         known = ", ".join(sorted(FRONTENDS))
-        kind = PLANNED_FORMATS.get(suffix)
-        what = f"{kind} models are not supported yet" if kind else "unknown model format"
-        raise TpucError(f"--model_def {args.model_def}: {what} (supported: {known})")
+        raise TpucError(f"--model_def {args.model_def}: unknown model format (supported: {known})")
     output_names = parse_list(args.output_names) or None
     if args.output_names is not None and not output_names:
         raise TpucError("--output_names: expected comma-separated tensor names")
