@@ -1,0 +1,431 @@
+"""Layer groups -> commands: the software-pipelined loop of each group.
+
+The layer-group pass wrote the plan into the IR (docs/layer-group.md): per
+op `lg` (timestep, buffer address, slice ranges, ranges it reads), per group
+`module.layer_groups` (slice counts, timesteps, loads and stores with their
+stage, held flag and buffer). A group runs `nsecs·hsecs·wsecs + 2` loop
+iterations (n outermost, then h, then w); in iteration `it`, every item of
+stage s works on slice `it − s`: GDMA_LOAD of a slice of a group input
+(the global strided window -> its local buffer), the TIU commands of an op
+on its local slice, GDMA_STORE of a slice of a group output. Held weights
+are loaded in their first iteration only.
+
+An op's commands come from the global layers' rules, called inside
+`local_records` so that `tensor_record` returns the op's local slice
+records; what depends on the slice is then patched (window pads of conv
+and pool slices, copies turned local-to-local). Each timestep of each
+iteration is one *phase*: its TIU and GDMA commands run concurrently and
+all wait for the previous phase (`bmodel_builder.synced`).
+
+Local layout (docs/isa.md "Local memory"): activations spread channel c
+over lane c % npu_num (`LANE_AXIS1`), each lane holding ceil(C / npu)
+planes of an EU-aligned stride; weights spread their output-channel axis
+the same way with compact planes (`LANE_AXIS0` on a filter's axis 0);
+operands not per channel (LUT tables) are copied to every lane and read as
+a plain view in lane 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from tpuc.chips import Chip
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import shape_of
+from tpuc.errors import TpucError
+from tpuc.ir import tensor_names
+from tpuc.isa import engine as isa
+from tpuc.isa.records import (
+    ENGINE_GDMA,
+    SPACE_LOCAL,
+    Command,
+    Header,
+    TensorRecord,
+    contiguous_strides,
+    element_bytes,
+)
+from tpuc.passes.codegen.commands import (
+    LANE_AXIS0,
+    LANE_AXIS1,
+    _filter_reordered,
+    bare_record,
+    local_records,
+    op_commands,
+    tensor_record,
+)
+
+Ranges = dict[str, list[tuple[int, int]]]
+AXES = ("n", "h", "w")
+
+
+def _value(attr):
+    """A builtin attribute as plain Python (ints, strings, lists, dicts)."""
+    if isinstance(attr, ArrayAttr):
+        return [_value(a) for a in attr.data]
+    if isinstance(attr, DictionaryAttr):
+        return {k: _value(v) for k, v in attr.data.items()}
+    data = getattr(attr, "value", None)
+    if data is not None and hasattr(data, "data"):
+        return data.data
+    return getattr(attr, "data", attr)
+
+
+def _ranges(entry: dict) -> Ranges | None:
+    if "n" not in entry:
+        return None
+    return {a: list(zip(entry[a][::2], entry[a][1::2], strict=True)) for a in AXES}
+
+
+def group_plans(module: ModuleOp) -> list[dict]:
+    """`module.layer_groups` as plain dictionaries ([] when there is none)."""
+    from tpuc.passes.layer_group.attach import GROUPS_ATTR
+
+    found = module.attributes.get(GROUPS_ATTR)
+    return _value(found) if found is not None else []
+
+
+def op_plan(op: Operation) -> dict | None:
+    from tpuc.passes.layer_group.attach import OP_ATTR
+
+    found = op.attributes.get(OP_ATTR)
+    return _value(found) if found is not None else None
+
+
+# --- local records -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lanes:
+    npu_num: int
+    lmem_bytes: int
+    eu_bytes: int
+
+    @staticmethod
+    def of(chip: Chip) -> Lanes:
+        return Lanes(chip.npu_num, chip.lmem_bytes, chip.eu_bytes)
+
+    def planes(self, channels: int) -> int:
+        return -(-channels // self.npu_num)
+
+
+def slice_shape(full: tuple[int, ...], ranges: Ranges, index: tuple[int, int, int]):
+    """The shape of slice (i, j, k) of a tensor of shape `full` (rank ≥ 2;
+    past rank 4 the trailing dims are W: never sliced there)."""
+    n, h, w = (ranges[a][i][1] for a, i in zip(AXES, index, strict=True))
+    if len(full) > 4 and w != math.prod(full[3:]):
+        raise TpucError(f"a layer group slices W of a rank-{len(full)} tensor")
+    shape = [n, full[1], h, w][: len(full)] if len(full) <= 4 else [n, full[1], h, *full[3:]]
+    return tuple(shape)
+
+
+def activation_record(base: TensorRecord, addr: int, shape, lanes: Lanes) -> TensorRecord:
+    """A local activation slice: channels over the lanes, EU-aligned planes."""
+    plane = math.prod(shape[2:])
+    eu = max(1, lanes.eu_bytes // element_bytes(base.dtype))
+    c_stride = -(-plane // eu) * eu
+    strides = (lanes.planes(shape[1]) * c_stride, c_stride, *contiguous_strides(shape[2:]))
+    return dataclasses.replace(
+        base,
+        addr=addr,
+        shape=tuple(shape),
+        strides=strides,
+        space=SPACE_LOCAL,
+        flags=base.flags | LANE_AXIS1,
+    )
+
+
+def global_window(base: TensorRecord, ranges: Ranges, index, shape) -> TensorRecord:
+    """Slice (i, j, k) of a global contiguous tensor as a strided view."""
+    strides = contiguous_strides(base.shape)
+    starts = [ranges[a][i][0] for a, i in zip(AXES, index, strict=True)]
+    offset = starts[0] * strides[0] + sum(
+        s * strides[d] for s, d in zip(starts[1:], (2, 3), strict=True) if d < len(strides)
+    )
+    return dataclasses.replace(
+        base,
+        addr=base.addr + offset * element_bytes(base.dtype),
+        shape=tuple(shape),
+        strides=strides,
+    )
+
+
+def within(record: TensorRecord, held: Ranges, reads: Ranges, index) -> TensorRecord:
+    """The part `reads` of a local slice that holds `held`: an in-lane offset."""
+    shape = list(record.shape)
+    offset = 0
+    for a, d in zip(AXES, (0, 2, 3), strict=True):
+        if d >= len(shape):
+            continue
+        (h0, _), (r0, rlen) = held[a][index[AXES.index(a)]], reads[a][index[AXES.index(a)]]
+        offset += (r0 - h0) * record.strides[d]
+        shape[d] = rlen
+    addr = record.addr + offset * element_bytes(record.dtype)
+    return dataclasses.replace(record, addr=addr, shape=tuple(shape))
+
+
+def weight_shape(value: SSAValue, user: Operation) -> tuple[int, ...]:
+    """The shape a weight is loaded in: a reordered conv filter in its
+    logical (oc, ic/g, kh, kw)."""
+    shape = tuple(shape_of(value) or ())
+    if isinstance(user, tpu.Conv2DOp) and value is user.operands[1] and _filter_reordered(user):
+        _, oc, icg, _ = shape
+        return (oc, icg, *[int(k) for k in user.value("kernel_shape")])
+    return shape
+
+
+def lane_axis(shape: tuple[int, ...], user: Operation) -> int | None:
+    """The weight axis spread over the lanes: the user's output channels,
+    after leading 1s (None: copied to every lane)."""
+    channels = (shape_of(user.results[0]) or (1, 1))[1]
+    rank = len(shape_of(user.results[0]) or ())
+    if isinstance(user, tpu.Conv2DOp | tpu.DeconvOp):
+        channels, aligned = shape_of(user.results[0])[1], shape
+    else:  # numpy broadcasting aligns on the right
+        aligned = (1,) * max(rank - len(shape), 0) + shape
+    lead = len(aligned) - len(shape)
+    for axis, dim in enumerate(aligned):
+        if dim == channels and channels > 1 and axis - lead in (0, 1):
+            return axis - lead if all(d == 1 for d in aligned[:axis]) else None
+        if dim != 1:
+            return None
+    return None
+
+
+def weight_records(
+    value: SSAValue, user: Operation, addr: int, lanes: Lanes
+) -> tuple[TensorRecord, TensorRecord, TensorRecord]:
+    """(global source, local destination, record the op reads) of a weight."""
+    shape = weight_shape(value, user)
+    src = dataclasses.replace(tensor_record(value, user), shape=shape, strides=())
+    axis = lane_axis(shape, user)
+    if axis is None:  # every lane gets a copy; the op reads lane 0's
+        total = math.prod(shape)
+        dst = dataclasses.replace(
+            src,
+            addr=addr,
+            shape=(lanes.npu_num, total),
+            strides=(total, 1),
+            space=SPACE_LOCAL,
+            flags=src.flags | LANE_AXIS0,
+        )
+        source = dataclasses.replace(src, shape=(lanes.npu_num, total), strides=(0, 1))
+        reads = dataclasses.replace(src, addr=addr, space=SPACE_LOCAL)
+        return source, dst, reads
+    strides = list(contiguous_strides(shape))
+    plane = strides[axis]
+    for d in range(axis):
+        strides[d] = lanes.planes(shape[axis]) * plane
+    flag = LANE_AXIS0 if axis == 0 else LANE_AXIS1
+    local = dataclasses.replace(
+        src, addr=addr, strides=tuple(strides), space=SPACE_LOCAL, flags=src.flags | flag
+    )
+    return src, local, local
+
+
+# --- window pads of a slice -----------------------------------------------------------------
+
+
+def _slice_pads(op: Operation, axis: int, out: tuple[int, int], read: tuple[int, int], full: int):
+    """(begin, end) padding of a window op's slice along spatial `axis` (0: H,
+    1: W): the taps' span beyond the rows it reads; the tensor's own pad at
+    the edge it touches (ceil mode keeps its overhang there)."""
+    kernel = [int(k) for k in op.value("kernel_shape")]
+    n = len(kernel)
+    strides = [int(s) for s in op.value("strides") or [1] * n]
+    dilations = [int(d) for d in (op.value("dilations") or [1] * n)]
+    pads = [int(p) for p in op.value("pads") or [0] * 2 * n]
+    begin_pad, end_pad = pads[axis], pads[n + axis]
+    start = out[0] * strides[axis] - begin_pad
+    end = (out[0] + out[1] - 1) * strides[axis] - begin_pad + (kernel[axis] - 1) * dilations[axis]
+    begin = read[0] - start
+    finish = end_pad if out[0] + out[1] == full else end + 1 - (read[0] + read[1])
+    return begin, finish
+
+
+def patch_windows(op: Operation, commands: list[Command], pads) -> list[Command]:
+    """Conv / pool commands of a slice with the slice's pads."""
+    begins, ends = tuple(p[0] for p in pads), tuple(p[1] for p in pads)
+    out = []
+    for cmd in commands:
+        opcode = cmd.header.opcode
+        if opcode not in (isa.TIU_CONV, isa.TIU_POOL):
+            out.append(cmd)
+            continue
+        block = isa.decode_block(opcode, cmd.params)
+        if opcode == isa.TIU_CONV:
+            if block.mode == isa.CONV_TRANSPOSED:
+                raise TpucError(f"{op.name}: transposed convolutions are not sliced along H/W")
+            block = dataclasses.replace(block, pad_begins=begins, pad_ends=ends)
+        else:
+            block = dataclasses.replace(block, pads=begins + ends, n_pads=2 * len(begins))
+        out.append(Command(cmd.header, cmd.operands, cmd.results, isa.encode_block(opcode, block)))
+    return out
+
+
+def as_local_copies(commands: list[Command]) -> list[Command]:
+    """GDMA_MOVE between local records (a copy rule's Concat, Upsample …) is GDMA_L2L."""
+    out = []
+    for cmd in commands:
+        if cmd.header.opcode == isa.GDMA_MOVE:
+            header = dataclasses.replace(cmd.header, opcode=isa.GDMA_L2L)
+            cmd = Command(header, cmd.operands, cmd.results, cmd.params)
+        out.append(cmd)
+    return out
+
+
+# --- one group ------------------------------------------------------------------------------
+
+
+def move(opcode: int, src: TensorRecord, dst: TensorRecord, layer_id: int) -> Command:
+    return Command(Header(opcode, ENGINE_GDMA, 0, 0, 1, 1, 0, layer_id=layer_id), [src], [dst])
+
+
+@dataclass
+class Held:
+    """A tensor's buffer in the group: address, and ranges per slice index
+    (None: a weight, not sliced)."""
+
+    addr: int
+    ranges: Ranges | None
+
+
+class GroupEmitter:
+    """The commands of one group, phase by phase (see the module docstring)."""
+
+    def __init__(self, plan: dict, ops: list[Operation], layer_ids, values, lanes: Lanes):
+        self.plan, self.ops, self.layer_ids, self.lanes = plan, ops, layer_ids, lanes
+        self.values: dict[str, SSAValue] = values
+        self.secs = (plan["nsecs"], plan["hsecs"], plan["wsecs"])
+        self.loop = math.prod(self.secs)
+        self.held: dict[SSAValue, Held] = {}
+        self.op_info = {op: op_plan(op) for op in ops}
+        for op, info in self.op_info.items():
+            self.held[op.results[0]] = Held(info["out_addr"], _ranges(info))
+        for load in plan["loads"]:
+            self.held[values[load["tensor"]]] = Held(load["addr"], _ranges(load))
+        self.users = {v: op for op in ops for v in op.operands}
+
+    def index(self, flat: int) -> tuple[int, int, int]:
+        _, h, w = self.secs
+        return flat // (h * w), flat // w % h, flat % w
+
+    def local(self, value: SSAValue, index) -> TensorRecord:
+        held = self.held[value]
+        user = value.owner if value.owner in self.op_info else self.users[value]
+        base = bare_record(value, user)
+        shape = slice_shape(base.shape, held.ranges, index)
+        return activation_record(base, held.addr, shape, self.lanes)
+
+    def weight(self, value: SSAValue) -> tuple[TensorRecord, TensorRecord, TensorRecord]:
+        return weight_records(value, self.users[value], self.held[value].addr, self.lanes)
+
+    def phases(self) -> list[list[Command]]:
+        steps = self.plan["timesteps"]
+        loads = [[m for m in self.plan["loads"] if m["ts"] == t] for t in range(len(steps))]
+        stores = [[m for m in self.plan["stores"] if m["ts"] == t] for t in range(len(steps))]
+        computes = [[op for op in self.ops if self.op_info[op]["ts"] == t] for t in range(len(steps))]
+        phases = []
+        for it in range(self.loop + 2):
+            for t in range(len(steps)):
+                phase = [c for op in computes[t] for c in self.compute(op, it - 1)]
+                phase += [c for m in loads[t] for c in self.load(m, it - m["stage"])]
+                phase += [c for m in stores[t] for c in self.store(m, it - m["stage"])]
+                if phase:
+                    phases.append(phase)
+        return phases
+
+    def load(self, entry: dict, flat: int) -> list[Command]:
+        value = self.values[entry["tensor"]]
+        active = flat == 0 if entry["held"] else 0 <= flat < self.loop
+        if not active:
+            return []
+        layer_id = self.layer_ids[self.users[value]]
+        if isinstance(value.owner, top.WeightOp):
+            src, dst, _ = self.weight(value)
+            return [move(isa.GDMA_LOAD, src, dst, layer_id)]
+        index = self.index(flat)
+        dst = self.local(value, index)
+        src = global_window(tensor_record(value, value.owner), self.held[value].ranges, index, dst.shape)
+        return [move(isa.GDMA_LOAD, src, dst, layer_id)]
+
+    def store(self, entry: dict, flat: int) -> list[Command]:
+        if not 0 <= flat < self.loop:
+            return []
+        value = self.values[entry["tensor"]]
+        index = self.index(flat)
+        src = self.local(value, index)
+        stored = _ranges(entry)
+        if stored != self.held[value].ranges:
+            src = within(src, self.held[value].ranges, stored, index)
+        dst = global_window(tensor_record(value, value.owner), stored, index, src.shape)
+        return [move(isa.GDMA_STORE, src, dst, self.layer_ids[value.owner])]
+
+    def compute(self, op: Operation, flat: int) -> list[Command]:
+        if not 0 <= flat < self.loop:
+            return []
+        index = self.index(flat)
+        info = self.op_info[op]
+        reads = {r["operand"]: _ranges(r) for r in info.get("reads", [])}
+        records: dict[SSAValue, TensorRecord] = {op.results[0]: self.local(op.results[0], index)}
+        read_ranges: dict[int, Ranges] = {}
+        for i, value in enumerate(op.operands):
+            if value not in self.held:
+                continue
+            if isinstance(value.owner, top.WeightOp):
+                records[value] = self.weight(value)[2]
+                continue
+            record = self.local(value, index)
+            read_ranges[i] = reads.get(i) or self.held[value].ranges
+            if i in reads:
+                record = within(record, self.held[value].ranges, reads[i], index)
+            records[value] = record
+        with local_records(records, self.lanes.npu_num, self.lanes.lmem_bytes):
+            commands = as_local_copies(op_commands(op, self.layer_ids[op]))
+        if isinstance(op, tpu.Conv2DOp | tpu.DeconvOp | tpu.Pool2DOp):
+            commands = self.window_pads(op, commands, index, read_ranges[0])
+        return commands
+
+    def window_pads(self, op: Operation, commands, index, read: Ranges) -> list[Command]:
+        out_ranges = self.held[op.results[0]].ranges
+        full = shape_of(op.results[0])
+        pads = []
+        for k, a in enumerate(("h", "w")):
+            i = index[AXES.index(a)]
+            out, rows = out_ranges[a][i], read[a][i]
+            pads.append(_slice_pads(op, k, out, rows, full[2 + k]))
+        if all(out_ranges[a] == [(0, full[2 + k])] for k, a in enumerate(("h", "w"))):
+            return commands  # not sliced along H or W: the op's own pads
+        return patch_windows(op, commands, pads)
+
+
+def group_phases(module: ModuleOp, ops: list[Operation], chip: Chip) -> dict[int, list]:
+    """Group id -> the phases of its loop, for every group of the module."""
+    plans = group_plans(module)
+    if not plans:
+        return {}
+    layer_ids = {op: i for i, op in enumerate(ops)}
+    values = {
+        name: value
+        for op in ops
+        if op.results
+        for value, name in zip(op.results, tensor_names(op), strict=False)
+    }
+    members: dict[int, list[Operation]] = {}
+    for op in ops:
+        info = op_plan(op)
+        if info is not None:
+            members.setdefault(info["group"], []).append(op)
+    lanes = Lanes.of(chip)
+    found = {}
+    for plan in plans:
+        group = sorted(members[plan["id"]], key=lambda op: op_plan(op)["pos"])
+        found[plan["id"]] = GroupEmitter(plan, group, layer_ids, values, lanes).phases()
+    return found
+
+
+__all__ = ["GroupEmitter", "group_phases", "group_plans", "op_plan"]
