@@ -88,6 +88,8 @@ def tensor_record(value: SSAValue, op: Operation) -> TensorRecord:
     local = _Local.records.get(value)
     if local is not None:
         return local
+    if isinstance(value.owner, top.NoneOp):
+        return ABSENT
     return bare_record(value, op, address(value))
 
 
@@ -240,7 +242,7 @@ def _pieces(
     `parts` (Concat: parts into the whole; Split: the whole into parts)."""
     big = tensor_record(whole, op)
     axis = op.value("axis") % len(big.shape)
-    strides = contiguous_strides(big.shape)
+    strides = big.element_strides()
     commands, start = [], 0
     for value in parts:
         part = tensor_record(value, op)

@@ -230,26 +230,45 @@ def weight_records(
 # --- window pads of a slice -----------------------------------------------------------------
 
 
-def _slice_pads(op: Operation, axis: int, out: tuple[int, int], read: tuple[int, int], full: int):
-    """(begin, end) padding of a window op's slice along spatial `axis` (0: H,
-    1: W): the taps' span beyond the rows it reads; the tensor's own pad at
-    the edge it touches (ceil mode keeps its overhang there)."""
+def _geometry(op: Operation, axis: int) -> tuple[int, int, int, int, int]:
+    """(kernel, stride, dilation, begin pad, end pad) of a window op along
+    spatial `axis` (0: H, 1: W)."""
     kernel = [int(k) for k in op.value("kernel_shape")]
     n = len(kernel)
     strides = [int(s) for s in op.value("strides") or [1] * n]
-    dilations = [int(d) for d in (op.value("dilations") or [1] * n)]
+    dilations = [int(d) for d in op.value("dilations") or [1] * n]
     pads = [int(p) for p in op.value("pads") or [0] * 2 * n]
-    begin_pad, end_pad = pads[axis], pads[n + axis]
-    start = out[0] * strides[axis] - begin_pad
-    end = (out[0] + out[1] - 1) * strides[axis] - begin_pad + (kernel[axis] - 1) * dilations[axis]
+    return kernel[axis], strides[axis], dilations[axis], pads[axis], pads[n + axis]
+
+
+def slice_pads(op: Operation, axis: int, out, read, full: int) -> tuple[int, int, int]:
+    """(begin pad, end pad, output padding) of a window op's slice along
+    spatial `axis` computing output rows `out` from input rows `read`.
+
+    Conv / pool: the taps' span beyond the rows read (the tensor's own end
+    pad on the slice that ends at the edge: ceil mode keeps its overhang).
+    Transposed conv: the crop of the slice's uncropped output that leaves
+    rows `out` (zero rows appended as output padding where the slice's
+    inputs end before them: no input past `read` reaches `out`)."""
+    kernel, stride, dilation, begin_pad, end_pad = _geometry(op, axis)
+    span = (kernel - 1) * dilation + 1
+    if isinstance(op, tpu.DeconvOp):
+        begin = out[0] + begin_pad - read[0] * stride
+        end = (read[1] - 1) * stride + span - begin - out[1]
+        if begin < 0:
+            raise TpucError(f"{op.name}: output rows {out} start before its inputs {read} reach")
+        return begin, max(end, 0), max(-end, 0)
+    start = out[0] * stride - begin_pad
+    last = (out[0] + out[1] - 1) * stride - begin_pad + span
     begin = read[0] - start
-    finish = end_pad if out[0] + out[1] == full else end + 1 - (read[0] + read[1])
-    return begin, finish
+    finish = end_pad if out[0] + out[1] == full else last - (read[0] + read[1])
+    return begin, finish, 0
 
 
 def patch_windows(op: Operation, commands: list[Command], pads) -> list[Command]:
     """Conv / pool commands of a slice with the slice's pads."""
     begins, ends = tuple(p[0] for p in pads), tuple(p[1] for p in pads)
+    extra = tuple(p[2] for p in pads)
     out = []
     for cmd in commands:
         opcode = cmd.header.opcode
@@ -258,9 +277,9 @@ def patch_windows(op: Operation, commands: list[Command], pads) -> list[Command]
             continue
         block = isa.decode_block(opcode, cmd.params)
         if opcode == isa.TIU_CONV:
-            if block.mode == isa.CONV_TRANSPOSED:
-                raise TpucError(f"{op.name}: transposed convolutions are not sliced along H/W")
             block = dataclasses.replace(block, pad_begins=begins, pad_ends=ends)
+            if block.mode == isa.CONV_TRANSPOSED:
+                block = dataclasses.replace(block, output_padding=extra, n_output_padding=2)
         else:
             block = dataclasses.replace(block, pads=begins + ends, n_pads=2 * len(begins))
         out.append(Command(cmd.header, cmd.operands, cmd.results, isa.encode_block(opcode, block)))
@@ -397,7 +416,7 @@ class GroupEmitter:
         for k, a in enumerate(("h", "w")):
             i = index[AXES.index(a)]
             out, rows = out_ranges[a][i], read[a][i]
-            pads.append(_slice_pads(op, k, out, rows, full[2 + k]))
+            pads.append(slice_pads(op, k, out, rows, full[2 + k]))
         if all(out_ranges[a] == [(0, full[2 + k])] for k, a in enumerate(("h", "w"))):
             return commands  # not sliced along H or W: the op's own pads
         return patch_windows(op, commands, pads)

@@ -32,6 +32,8 @@ from tpuc.passes.layer_group.rules import (
     AXIS_DIM,
     Range,
     activations,
+    attr,
+    int_kind,
     dims,
     is_weight,
     rule_of,
@@ -165,6 +167,8 @@ def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> No
         for pos in range(len(graph.ops) - 1, -1, -1):
             op = graph.ops[pos]
             out = need[op.results[0]]
+            if gemm_float(op):
+                out = _whole_gemm(op, axis, secs, out)
             slicing.held.setdefault(op.results[0], {}).setdefault(axis, []).append(out)
             for i, found in enumerate(rule_of(op).backward(op, axis, out)):  # type: ignore[union-attr]
                 if found is None:
@@ -174,6 +178,29 @@ def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> No
                 _need(graph, need, value, found, axis)
         for value in graph.inputs:
             slicing.held.setdefault(value, {}).setdefault(axis, []).append(need[value])
+
+
+def gemm_float(op: Operation) -> bool:
+    """A float convolution that the kernel library runs as BLAS GEMMs (not
+    depthwise): its float32 sums depend on the GEMM's shape, so a slice of
+    its output would not be bit-identical to the whole layer's."""
+    if not isinstance(op, tpu.Conv2DOp | tpu.DeconvOp) or int_kind(op):
+        return False
+    channels = dims(op.operands[0])[1]
+    group = int(attr(op, "group", 1) or 1)
+    return not (group > 1 and group == channels == dims(op.results[0])[1])
+
+
+def _whole_gemm(op: Operation, axis: str, secs: int, out: Range) -> Range:
+    """A float GEMM convolution computes its whole output along `axis`
+    (consumers that read less read their part); sliced, the group is invalid."""
+    full = dims(op.results[0])[AXIS_DIM[axis]]
+    if secs > 1:
+        raise SliceError(
+            f"float convolution '{_label(op.results[0])}' cannot be sliced along {axis} "
+            "bit-exactly (its GEMM's float sums depend on the slice)"
+        )
+    return (0, full) if out != (0, full) else out
 
 
 def _need(graph: GroupGraph, need: dict[SSAValue, Range], value: SSAValue, found: Range, axis):
