@@ -23,6 +23,9 @@ from tpuc.isa.records import (
     ABSENT,
     RECORD_BYTES,
     SPACE_ABSENT,
+    TENSOR_COEFF,
+    TENSOR_LANES_AXIS0,
+    TENSOR_LANES_AXIS1,
     TENSOR_QUANTIZED,
     TENSOR_SIGNED_INT,
     Command,
@@ -30,6 +33,9 @@ from tpuc.isa.records import (
     TensorRecord,
     contiguous_strides,
     element_bytes,
+    lane_byte,
+    lane_record,
+    lane_window,
     split_commands,
 )
 from tpuc.isa.types import dtype_fields
@@ -115,6 +121,44 @@ QUANT_RECORD_BYTES = (
     + hexbytes("0c 00 00 00 00 00 00 00 04 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
     + zeros(5 * 8)
 )
+
+
+LANE_RECORD_BYTES = (
+    hexbytes("44 00 00 00 00 00 00 00")  # addr 0x44: lane 1 of 64-byte lanes, offset 4
+    + hexbytes("01 02 04 08")  # space local, dtype i8, rank 4, flags TENSOR_LANES_AXIS1
+    + zeros(4)  # zero point
+    + hexbytes("00 00 00 00 00 00 f0 3f")  # scale 1.0
+    + zeros(8)  # storage range
+    + hexbytes("01 00 00 00 05 00 00 00 03 00 00 00 04 00 00 00")  # shape (1, 5, 3, 4)
+    + zeros(4 * 4)
+    # strides: n = 3 planes x 16, c_stride 16 (12 rounded up to EU 16 bytes), h 4, w 1
+    + hexbytes("30 00 00 00 00 00 00 00 10 00 00 00 00 00 00 00")
+    + hexbytes("04 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00")
+    + zeros(4 * 8)
+)
+
+
+def test_lane_record_bytes_and_formula():
+    """docs/isa.md "Memory spaces" worked example: npu 2, L 64."""
+    record = lane_record(0x44, "i8", (1, 5, 3, 4), npu_num=2, lmem_bytes=64, eu_bytes=16)
+    assert record.pack() == LANE_RECORD_BYTES
+    assert TensorRecord.unpack(LANE_RECORD_BYTES) == record
+    starts = [lane_byte(record, (0, c, 0, 0), 2, 64) for c in range(5)]
+    assert starts == [0x44, 0x14, 0x54, 0x24, 0x64]
+    assert lane_byte(record, (0, 3, 2, 1), 2, 64) == 0x2D
+    window = lane_window(record, (0, 3, 0, 0), (1, 2, 3, 4), 2, 64)
+    assert (window.addr, window.strides, window.flags) == (0x24, (48, 16, 4, 1), 8)
+
+
+def test_lane_record_of_a_filter():
+    """Axis 0 over the lanes, compact planes of ic/g·kh·kw; flags keep TENSOR_COEFF."""
+    record = lane_record(
+        0, "f16", (10, 4, 3, 3), npu_num=4, lmem_bytes=1024, axis=0, flags=TENSOR_COEFF
+    )
+    assert record.strides == (36, 9, 3, 1)
+    assert record.pack()[11] == TENSOR_LANES_AXIS0 | TENSOR_COEFF == 0x14
+    assert lane_byte(record, (5, 1, 2, 0), 4, 1024) == 1024 + (36 + 9 + 6) * 2
+    assert TENSOR_LANES_AXIS1 == 8
 
 
 def test_tensor_record_pack_bytes():

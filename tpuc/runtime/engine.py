@@ -102,8 +102,8 @@ class CopyStep(Step):
 
     def run(self) -> list[np.ndarray]:
         (src, src_region), (dst, dst_region) = self.operands[0], self.results[0]
-        values = self.device.view(src, src_region).copy()
-        self.device.view(dst, dst_region)[...] = values.reshape(dst.shape)
+        values = self.device.get(src, src_region)  # lane records: per plane group
+        self.device.put(dst, dst_region, values.reshape(dst.shape))
         return []
 
 

@@ -23,6 +23,7 @@ from tpuc.isa.records import (
     ENGINE_GDMA,
     ENGINE_TIU,
     ENGINES,
+    SPACE_GLOBAL,
     TENSOR_QUANTIZED,
     Command,
     TensorRecord,
@@ -32,6 +33,7 @@ from tpuc.kernels.cast import from_real, to_real
 from tpuc.kernels.executor import Executor
 from tpuc.runtime.device import Device, Region
 from tpuc.runtime.engine import Step, element_of, engine_step
+from tpuc.runtime.hazards import check_hazards
 from tpuc.runtime.validate import build_step
 
 
@@ -86,12 +88,13 @@ class Program:
         self.coeff.bytes[:] = np.frombuffer(self.param.coeff, np.uint8)
         self.neurons = self._region("activations", self.param.ctx_addr, self.param.ctx_size)
         self.subnets = [(s, self._steps(s)) for s in self._ordered_subnets()]
-        # the last command writing each (address, shape, dtype): outputs' producers
+        # the last command writing each global (address, shape, dtype): outputs' producers
         self.records = {
             (r.addr, r.shape, r.dtype): r
             for _, steps in self.subnets
             for st in steps
             for r in st.command.results
+            if r.space == SPACE_GLOBAL
         }
         self.executor = Executor(threads)
 
@@ -127,6 +130,7 @@ class Program:
 
     def _steps(self, subnet: SubNet) -> list[Step]:
         what = f"{self.source}: subnet {subnet.id}"
+        streams: list[tuple[list[Command], list[Command]]] = []
         try:
             if subnet.mode == "CPU":
                 commands = [
@@ -139,12 +143,16 @@ class Program:
                     tiu = split_commands(group.bdc, group.bdc_num, f"{what} group {g} TIU")
                     gdma = split_commands(group.gdma, group.gdma_num, f"{what} group {g} GDMA")
                     commands += interleave(tiu, gdma, f"{what} group {g}")
+                    streams.append((tiu, gdma))
         except ValueError as exc:
             raise TpucError(f"{self.source}: corrupt command stream: {exc}") from None
-        return [
+        steps = [
             build_step(engine_step, c, self.device, command_name(what, c, i))
             for i, c in enumerate(commands)
         ]
+        for tiu, gdma in streams:  # records are bounds-checked by now
+            check_hazards(tiu, gdma, self.device, lambda c, i: command_name(what, c, i))
+        return steps
 
     # --- running ---------------------------------------------------------------------
 

@@ -22,7 +22,14 @@ import numpy as np
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
-from tpuc.isa.records import TENSOR_QUANTIZED, Command, TensorRecord, element_bytes
+from tpuc.isa.records import (
+    SPACE_LOCAL,
+    TENSOR_LANES,
+    TENSOR_QUANTIZED,
+    Command,
+    TensorRecord,
+    element_bytes,
+)
 from tpuc.kernels.conv_plan import out_size
 from tpuc.pool_geometry import PoolGeometry
 from tpuc.runtime.device import Device
@@ -87,9 +94,12 @@ def _check_record(record: TensorRecord, device: Device) -> None:
         raise CommandError(f"record of unknown element type {record.dtype!r}")
     if any(abs(s) > MAX_STRIDE for s in record.strides):
         raise CommandError(f"strides {list(record.strides)} exceed any memory")
+    if record.flags & TENSOR_LANES and record.space != SPACE_LOCAL:
+        raise CommandError(f"lane flags {record.flags & TENSOR_LANES} on a global record")
     if record.addr % element_bytes(record.dtype):
         raise CommandError(f"address {record.addr:#x} is not aligned to its {record.dtype}")
-    region = device.region(record, f"a {record.dtype} record")  # TpucError: outside memory
+    # TpucError: outside memory; local: outside a lane (lane records: per plane group)
+    region = device.region(record, f"a {record.dtype} record")
     count = math.prod(record.shape)
     if count * element_bytes(record.dtype) > SPREAD * region.size + SLACK_BYTES:
         raise CommandError(
