@@ -76,7 +76,9 @@ def deploy_passes(
     return passes + lower_passes(chip, mode, asymmetric, qtable)
 
 
-def finalize_passes(chip: str = "", opt: int = 2, disable_layer_group: bool = False) -> list[ModulePass]:
+def finalize_passes(
+    chip: str = "", opt: int = 2, disable_layer_group: bool = False
+) -> list[ModulePass]:
     """TPU_LOWERED -> TPU_ADDRESSED (`chip` defaults to module.chip). layer-group
     (`opt` 1 greedy, 2 cycle-model DP; `disable_layer_group`: every op global)
     runs before address-assign, which then places only what lives in DDR."""

@@ -43,10 +43,10 @@ from tpuc.isa.records import (
 )
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
+from tpuc.passes.address_assign import address_of
 from tpuc.passes.codegen.commands import no_command, op_commands, tensor_record
 from tpuc.passes.codegen.cpu_rules import cpu_commands
 from tpuc.passes.codegen.groups import group_phases, op_plan
-from tpuc.passes.address_assign import address_of
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
 

@@ -30,11 +30,13 @@ from tpuc.isa.records import (
     MAX_RANK,
     SPACE_LOCAL,
     TENSOR_COEFF,
+    TENSOR_LANES,
     Command,
     Header,
     TensorRecord,
     contiguous_strides,
     element_bytes,
+    lane_axis,
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
 from tpuc.kernels.data import slice_bounds
@@ -53,10 +55,6 @@ def address(value: SSAValue) -> int:
             f"tensor {value.name_hint or value} has no address: run address-assign first"
         )
     return found
-
-
-LANE_AXIS1, LANE_AXIS0 = 8, 16
-"""Tensor flags of local records spread over the NPU lanes (docs/isa.md)."""
 
 
 class _Local:
@@ -160,7 +158,7 @@ def _view(base: TensorRecord, shape, strides, offset: int) -> TensorRecord:
     """A strided window of `base` starting `offset` elements in (on a record
     spread over the lanes: `lane_offset`)."""
     addr = base.addr + offset * element_bytes(base.dtype)
-    if base.space == SPACE_LOCAL and base.flags & (LANE_AXIS0 | LANE_AXIS1):
+    if base.space == SPACE_LOCAL and base.flags & TENSOR_LANES:
         addr = lane_offset(base, offset)
     return TensorRecord(
         addr,
@@ -180,7 +178,7 @@ def lane_offset(base: TensorRecord, offset: int) -> int:
     """The address of a window of a lane record `offset` elements in: k
     whole steps of the lane axis (a channel window: start lane s + k, its
     plane offset folded into the address) plus an in-plane remainder."""
-    axis = 0 if base.flags & LANE_AXIS0 else 1
+    axis = lane_axis(base)
     stride = base.element_strides()[axis]
     k, rest = divmod(offset, stride) if stride else (0, offset)
     size, npu, lane_bytes = element_bytes(base.dtype), _Local.npu_num, _Local.lmem_bytes

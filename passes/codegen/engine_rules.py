@@ -21,7 +21,6 @@ from collections.abc import Callable
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.dialects.base import shape_of
 from tpuc.errors import TpucError
 from tpuc.ir import element_of, kind_of
 from tpuc.isa import engine as isa
@@ -29,6 +28,8 @@ from tpuc.isa.records import (
     ENGINE_TIU,
     RECORD_BYTES,
     SPACE_LOCAL,
+    TENSOR_LANES_AXIS0,
+    TENSOR_LANES_AXIS1,
     TENSOR_QUANTIZED,
     Command,
     Header,
@@ -36,8 +37,6 @@ from tpuc.isa.records import (
 )
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.passes.codegen.commands import (
-    LANE_AXIS0,
-    LANE_AXIS1,
     _filter_reordered,
     _view,
     tensor_record,
@@ -137,7 +136,9 @@ def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
     strided (oc,) views (in local memory: oc over the lanes, axis 0)."""
     oc = coeff.shape[1]
     if coeff.space == SPACE_LOCAL:
-        coeff = dataclasses.replace(coeff, flags=coeff.flags & ~LANE_AXIS1 | LANE_AXIS0)
+        coeff = dataclasses.replace(
+            coeff, flags=coeff.flags & ~TENSOR_LANES_AXIS1 | TENSOR_LANES_AXIS0
+        )
     return [_view(coeff, (oc,), (3,), k) for k in range(3)]
 
 

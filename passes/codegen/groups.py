@@ -18,9 +18,9 @@ iteration is one *phase*: its TIU and GDMA commands run concurrently and
 all wait for the previous phase (`bmodel_builder.synced`).
 
 Local layout (docs/isa.md "Local memory"): activations spread channel c
-over lane c % npu_num (`LANE_AXIS1`), each lane holding ceil(C / npu)
+over lane c % npu_num (`TENSOR_LANES_AXIS1`), each lane holding ceil(C / npu)
 planes of an EU-aligned stride; weights spread their output-channel axis
-the same way with compact planes (`LANE_AXIS0` on a filter's axis 0);
+the same way with compact planes (`TENSOR_LANES_AXIS0` on a filter's axis 0);
 operands not per channel (LUT tables) are copied to every lane and read as
 a plain view in lane 0.
 """
@@ -43,6 +43,8 @@ from tpuc.isa import engine as isa
 from tpuc.isa.records import (
     ENGINE_GDMA,
     SPACE_LOCAL,
+    TENSOR_LANES_AXIS0,
+    TENSOR_LANES_AXIS1,
     Command,
     Header,
     TensorRecord,
@@ -50,8 +52,6 @@ from tpuc.isa.records import (
     element_bytes,
 )
 from tpuc.passes.codegen.commands import (
-    LANE_AXIS0,
-    LANE_AXIS1,
     _filter_reordered,
     bare_record,
     local_records,
@@ -135,7 +135,7 @@ def activation_record(base: TensorRecord, addr: int, shape, lanes: Lanes) -> Ten
         shape=tuple(shape),
         strides=strides,
         space=SPACE_LOCAL,
-        flags=base.flags | LANE_AXIS1,
+        flags=base.flags | TENSOR_LANES_AXIS1,
     )
 
 
@@ -211,7 +211,7 @@ def weight_records(
             shape=(lanes.npu_num, total),
             strides=(total, 1),
             space=SPACE_LOCAL,
-            flags=src.flags | LANE_AXIS0,
+            flags=src.flags | TENSOR_LANES_AXIS0,
         )
         source = dataclasses.replace(src, shape=(lanes.npu_num, total), strides=(0, 1))
         reads = dataclasses.replace(src, addr=addr, space=SPACE_LOCAL)
@@ -220,7 +220,7 @@ def weight_records(
     plane = strides[axis]
     for d in range(axis):
         strides[d] = lanes.planes(shape[axis]) * plane
-    flag = LANE_AXIS0 if axis == 0 else LANE_AXIS1
+    flag = TENSOR_LANES_AXIS0 if axis == 0 else TENSOR_LANES_AXIS1
     local = dataclasses.replace(
         src, addr=addr, strides=tuple(strides), space=SPACE_LOCAL, flags=src.flags | flag
     )
@@ -347,7 +347,9 @@ class GroupEmitter:
         steps = self.plan["timesteps"]
         loads = [[m for m in self.plan["loads"] if m["ts"] == t] for t in range(len(steps))]
         stores = [[m for m in self.plan["stores"] if m["ts"] == t] for t in range(len(steps))]
-        computes = [[op for op in self.ops if self.op_info[op]["ts"] == t] for t in range(len(steps))]
+        computes = [
+            [op for op in self.ops if self.op_info[op]["ts"] == t] for t in range(len(steps))
+        ]
         phases = []
         for it in range(self.loop + 2):
             for t in range(len(steps)):
@@ -369,7 +371,9 @@ class GroupEmitter:
             return [move(isa.GDMA_LOAD, src, dst, layer_id)]
         index = self.index(flat)
         dst = self.local(value, index)
-        src = global_window(tensor_record(value, value.owner), self.held[value].ranges, index, dst.shape)
+        src = global_window(
+            tensor_record(value, value.owner), self.held[value].ranges, index, dst.shape
+        )
         return [move(isa.GDMA_LOAD, src, dst, layer_id)]
 
     def store(self, entry: dict, flat: int) -> list[Command]:

@@ -33,8 +33,8 @@ from tpuc.passes.layer_group.rules import (
     Range,
     activations,
     attr,
-    int_kind,
     dims,
+    int_kind,
     is_weight,
     rule_of,
 )

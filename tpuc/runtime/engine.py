@@ -22,7 +22,14 @@ import numpy as np
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
-from tpuc.isa.records import ENGINE_CPU, SPACE_LOCAL, TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
+from tpuc.isa.records import (
+    ENGINE_CPU,
+    SPACE_LOCAL,
+    TENSOR_COEFF,
+    TENSOR_QUANTIZED,
+    Command,
+    TensorRecord,
+)
 from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib

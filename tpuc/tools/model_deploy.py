@@ -357,9 +357,7 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
 
     group = "layer-group disabled" if req.disable_layer_group else f"layer-group opt={req.opt}"
     say(f"weight-reorder, subnet-divide, {group}, address-assign, codegen")
-    compiled = compile_bmodel(
-        data.module, data.store, req.chip, req.opt, req.disable_layer_group
-    )
+    compiled = compile_bmodel(data.module, data.store, req.chip, req.opt, req.disable_layer_group)
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
     save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
     locations = path("_tensor_location.json")

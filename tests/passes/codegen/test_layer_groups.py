@@ -78,7 +78,9 @@ def test_tiny_cnn_in_one_group(prepared, tmp_path, mode):  # noqa: F811
     opcodes = {s.command.header.opcode for s in local}
     assert {isa.GDMA_LOAD, isa.TIU_CONV, isa.TIU_POOL} <= opcodes
     # only the group's input and output (and the global layers') tensors live in DDR
-    names = {row["name"] for row in json.loads(next(out.glob("*_location.json")).read_text())["tensors"]}
+    names = {
+        row["name"] for row in json.loads(next(out.glob("*_location.json")).read_text())["tensors"]
+    }
     assert {"r1", "r2", "s"}.isdisjoint(names) and {"x", "p"} <= names
     whole = deploy(prepared, "cnn", tmp_path / "global", "bm1684x", mode, "--disable_layer_group")
     sizes = [int(m.attributes["module.neuron_size"].value.data) for m in (module, final(whole))]
@@ -98,18 +100,20 @@ def resblock(tmp_path_factory) -> Path:
 def test_resblock_bit_exact(resblock, tmp_path, chip, mode):
     out = deploy(resblock, "resblock", tmp_path, chip, mode)
     plans = group_plans(final(out))
-    assert sum(len(p["ops"]) for p in plans) >= 8
+    assert sum(len(p["ops"]) for p in plans) >= 6
 
 
 def sliced_model(path: Path) -> Path:
-    """x[1,8,64,64] -> Conv 3x3 p1 + Relu -> MaxPool 3x3 s2 p1 -> depthwise
+    """x[1,8,160,160] -> Conv 3x3 p1 + Relu -> MaxPool 3x3 s2 p1 -> depthwise
     Conv 3x3 p1 -> Add(pool) -> Conv 3x3 s2 pads (0,0,1,1) -> AvgPool 2x2 s2
     ceil -> Conv 1x1: big enough on cv183x (32 KiB lanes) to slice H."""
     rng = np.random.default_rng(5)
     inits = []
 
     def init(name, shape, scale=0.3):
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name))
+        inits.append(
+            numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+        )
         return name
 
     node = helper.make_node
@@ -118,13 +122,19 @@ def sliced_model(path: Path) -> Path:
         node("Relu", ["c1"], ["r1"]),
         node("MaxPool", ["r1"], ["m1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
         node(
-            "Conv", ["m1", init("w2", (16, 1, 3, 3)), init("b2", (16,))], ["c2"],
-            pads=[1] * 4, group=16,
+            "Conv",
+            ["m1", init("w2", (16, 1, 3, 3)), init("b2", (16,))],
+            ["c2"],
+            pads=[1] * 4,
+            group=16,
         ),  # fmt: skip
         node("Add", ["c2", "m1"], ["s"]),
         node(
-            "Conv", ["s", init("w3", (32, 16, 3, 3)), init("b3", (32,))], ["c3"],
-            pads=[0, 0, 1, 1], strides=[2, 2],
+            "Conv",
+            ["s", init("w3", (32, 16, 3, 3)), init("b3", (32,))],
+            ["c3"],
+            pads=[0, 0, 1, 1],
+            strides=[2, 2],
         ),  # fmt: skip
         node("AveragePool", ["c3"], ["a"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
         node("Conv", ["a", init("w4", (8, 32, 1, 1)), init("b4", (8,))], ["y"]),
@@ -132,7 +142,7 @@ def sliced_model(path: Path) -> Path:
     graph = helper.make_graph(
         nodes,
         "sliced",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 64, 64])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 160, 160])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         inits,
     )
@@ -145,7 +155,7 @@ def sliced_model(path: Path) -> Path:
 def sliced(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("sliced")
     sliced_model(work / "sliced.onnx")
-    return transform_and_calibrate(work, "sliced", (1, 8, 64, 64), seed=4, samples=4)
+    return transform_and_calibrate(work, "sliced", (1, 8, 160, 160), seed=4, samples=4)
 
 
 @pytest.mark.parametrize("mode", ["INT8", "BF16"])
@@ -167,7 +177,11 @@ def test_h_slices_on_small_lanes_bit_exact(sliced, tmp_path, mode):
 
 
 def test_opt_1_and_disabled(sliced, tmp_path):
-    greedy = group_plans(final(deploy(sliced, "sliced", tmp_path / "1", "cv183x", "INT8", "--opt", "1")))
+    greedy = group_plans(
+        final(deploy(sliced, "sliced", tmp_path / "1", "cv183x", "INT8", "--opt", "1"))
+    )
     assert greedy
-    none = final(deploy(sliced, "sliced", tmp_path / "0", "cv183x", "INT8", "--disable_layer_group"))
+    none = final(
+        deploy(sliced, "sliced", tmp_path / "0", "cv183x", "INT8", "--disable_layer_group")
+    )
     assert group_plans(none) == []
