@@ -192,7 +192,7 @@ def cached_files(name: str, work: Path, anchors: Path) -> ModelFiles:
     return files
 
 
-def compile_target(files: ModelFiles, target: Target):
+def compile_target(files: ModelFiles, target: Target, disable_layer_group: bool = False):
     """(Compiled, lower seconds, back-end seconds) from a freshly loaded module."""
     from tpuc.deploy import lower
     from tpuc.module_io import load_module
@@ -203,7 +203,9 @@ def compile_target(files: ModelFiles, target: Target):
     start = time.perf_counter()
     lower(module, target.chip, target.mode, target.asymmetric, table, source=str(files.mlir))
     lowered = time.perf_counter()
-    compiled = compile_bmodel(module, store, target.chip)
+    compiled = compile_bmodel(
+        module, store, target.chip, disable_layer_group=disable_layer_group
+    )
     return compiled, lowered - start, time.perf_counter() - lowered
 
 
