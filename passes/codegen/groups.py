@@ -178,7 +178,7 @@ def weight_shape(value: SSAValue, user: Operation) -> tuple[int, ...]:
     return shape
 
 
-def lane_axis(shape: tuple[int, ...], user: Operation) -> int | None:
+def weight_lane_axis(shape: tuple[int, ...], user: Operation) -> int | None:
     """The weight axis spread over the lanes: the user's output channels,
     after leading 1s (None: copied to every lane)."""
     channels = (shape_of(user.results[0]) or (1, 1))[1]
@@ -202,7 +202,7 @@ def weight_records(
     """(global source, local destination, record the op reads) of a weight."""
     shape = weight_shape(value, user)
     src = dataclasses.replace(tensor_record(value, user), shape=shape, strides=())
-    axis = lane_axis(shape, user)
+    axis = weight_lane_axis(shape, user)
     if axis is None:  # every lane gets a copy; the op reads lane 0's
         total = math.prod(shape)
         dst = dataclasses.replace(
