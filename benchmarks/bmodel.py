@@ -203,9 +203,7 @@ def compile_target(files: ModelFiles, target: Target, disable_layer_group: bool 
     start = time.perf_counter()
     lower(module, target.chip, target.mode, target.asymmetric, table, source=str(files.mlir))
     lowered = time.perf_counter()
-    compiled = compile_bmodel(
-        module, store, target.chip, disable_layer_group=disable_layer_group
-    )
+    compiled = compile_bmodel(module, store, target.chip, disable_layer_group=disable_layer_group)
     return compiled, lowered - start, time.perf_counter() - lowered
 
 
