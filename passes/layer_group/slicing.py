@@ -31,6 +31,7 @@ from tpuc.dialects.base import TensorOp
 from tpuc.passes.layer_group.rules import (
     AXIS_DIM,
     Range,
+    _memo,
     activations,
     attr,
     dims,
@@ -184,7 +185,13 @@ def gemm_float(op: Operation) -> bool:
     """A float convolution that the kernel library runs as BLAS GEMMs (not
     depthwise): its float32 sums depend on the GEMM's shape, so a slice of
     its output would not be bit-identical to the whole layer's."""
-    if not isinstance(op, tpu.Conv2DOp | tpu.DeconvOp) or int_kind(op):
+    if not isinstance(op, tpu.Conv2DOp | tpu.DeconvOp):
+        return False
+    return _memo(("gemm_float", op), lambda: _gemm_float(op))  # type: ignore[return-value]
+
+
+def _gemm_float(op: Operation) -> bool:
+    if int_kind(op):
         return False
     channels = dims(op.operands[0])[1]
     group = int(attr(op, "group", 1) or 1)
