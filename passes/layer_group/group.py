@@ -196,7 +196,7 @@ def _name(op: Operation) -> str:
 def _attempt(graph, secs, layout, wbytes):
     """Slices, timesteps, buffers, and whether they fit (with their
     allocation when it had to be computed to know)."""
-    slicing = infer(graph, secs)
+    slicing = infer(graph, secs, layout.float_slices)
     table = timesteps(graph, hold=secs.loop > 1)
     buffers = _buffers(graph, slicing, table, layout, wbytes)
     if sum(b.size for b in buffers) <= layout.lmem_bytes:

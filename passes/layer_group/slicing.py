@@ -157,7 +157,9 @@ def _label(value: SSAValue) -> str:
     return str(value.name_hint or "value")
 
 
-def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> None:
+def _infer_axis(
+    graph: GroupGraph, axis: str, secs: int, slicing: Slicing, float_slices: bool
+) -> None:
     d = AXIS_DIM[axis]
     for k in range(secs):
         need: dict[SSAValue, Range] = {}
@@ -168,7 +170,7 @@ def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> No
         for pos in range(len(graph.ops) - 1, -1, -1):
             op = graph.ops[pos]
             out = need[op.results[0]]
-            if gemm_float(op):
+            if not float_slices and gemm_float(op):
                 out = _whole_gemm(op, axis, secs, out)
             slicing.held.setdefault(op.results[0], {}).setdefault(axis, []).append(out)
             for i, found in enumerate(rule_of(op).backward(op, axis, out)):  # type: ignore[union-attr]
@@ -237,11 +239,12 @@ def _check(value: SSAValue, axis: str, ranges: list[Range]) -> None:
             raise SliceError(f"{axis} slice {k} of '{_label(value)}' makes no progress")
 
 
-def infer(graph: GroupGraph, secs: Secs) -> Slicing:
-    """The slices of every tensor of the group (SliceError when invalid)."""
+def infer(graph: GroupGraph, secs: Secs, float_slices: bool = False) -> Slicing:
+    """The slices of every tensor of the group (SliceError when invalid);
+    `float_slices`: float GEMM convs slice like the others (`gemm_float`)."""
     slicing = Slicing(secs, {}, {}, {})
     for axis in AXES:
-        _infer_axis(graph, axis, secs.of(axis), slicing)
+        _infer_axis(graph, axis, secs.of(axis), slicing, float_slices)
     for value, per_axis in slicing.held.items():
         for axis, ranges in per_axis.items():
             _check(value, axis, ranges)
