@@ -58,6 +58,7 @@ from tpuc.passes.codegen.commands import (
     op_commands,
     tensor_record,
 )
+from tpuc.passes.layer_group.layout import nchw
 
 Ranges = dict[str, list[tuple[int, int]]]
 AXES = ("n", "h", "w")
@@ -113,38 +114,50 @@ class Lanes:
         return -(-channels // self.npu_num)
 
 
+def sliced_dims(rank: int) -> dict[str, int]:
+    """The dims of a tensor of `rank` that the planner's n, h, w are (its
+    4-D view `layout.nchw`: rank < 2 has none; past rank 4 the trailing dims
+    are W, which is then never sliced)."""
+    if rank < 2:
+        return {}
+    return {a: d for a, d in (("n", 0), ("h", 2), ("w", 3)) if d < rank}
+
+
 def slice_shape(full: tuple[int, ...], ranges: Ranges, index: tuple[int, int, int]):
-    """The shape of slice (i, j, k) of a tensor of shape `full` (rank ≥ 2;
-    past rank 4 the trailing dims are W: never sliced there)."""
-    n, h, w = (ranges[a][i][1] for a, i in zip(AXES, index, strict=True))
-    if len(full) > 4 and w != math.prod(full[3:]):
-        raise TpucError(f"a layer group slices W of a rank-{len(full)} tensor")
-    shape = [n, full[1], h, w][: len(full)] if len(full) <= 4 else [n, full[1], h, *full[3:]]
+    """The shape of slice (i, j, k) of a tensor of shape `full`."""
+    shape = list(full)
+    for a, d in sliced_dims(len(full)).items():
+        size = ranges[a][index[AXES.index(a)]][1]
+        if d == 3 and len(full) > 4:
+            if size != math.prod(full[3:]):
+                raise TpucError(f"a layer group slices W of a rank-{len(full)} tensor")
+            continue
+        shape[d] = size
     return tuple(shape)
 
 
 def activation_record(base: TensorRecord, addr: int, shape, lanes: Lanes) -> TensorRecord:
-    """A local activation slice: channels over the lanes, EU-aligned planes."""
-    plane = math.prod(shape[2:])
+    """A local activation slice: channels (axis 1; a vector's axis 0) over
+    the lanes, EU-aligned planes; a scalar is a plain view in lane 0."""
+    local = dataclasses.replace(base, addr=addr, shape=tuple(shape), space=SPACE_LOCAL)
+    if not shape:
+        return local
+    axis = 1 if len(shape) > 1 else 0
+    plane = math.prod(shape[axis + 1 :])
     eu = max(1, lanes.eu_bytes // element_bytes(base.dtype))
     c_stride = -(-plane // eu) * eu
-    strides = (lanes.planes(shape[1]) * c_stride, c_stride, *contiguous_strides(shape[2:]))
-    return dataclasses.replace(
-        base,
-        addr=addr,
-        shape=tuple(shape),
-        strides=strides,
-        space=SPACE_LOCAL,
-        flags=base.flags | TENSOR_LANES_AXIS1,
-    )
+    strides = (lanes.planes(shape[axis]) * c_stride,) * axis + (c_stride,)
+    strides += contiguous_strides(shape[axis + 1 :])
+    flag = TENSOR_LANES_AXIS1 if axis == 1 else TENSOR_LANES_AXIS0
+    return dataclasses.replace(local, strides=strides, flags=base.flags | flag)
 
 
 def global_window(base: TensorRecord, ranges: Ranges, index, shape) -> TensorRecord:
     """Slice (i, j, k) of a global contiguous tensor as a strided view."""
     strides = contiguous_strides(base.shape)
-    starts = [ranges[a][i][0] for a, i in zip(AXES, index, strict=True)]
-    offset = starts[0] * strides[0] + sum(
-        s * strides[d] for s, d in zip(starts[1:], (2, 3), strict=True) if d < len(strides)
+    offset = sum(
+        ranges[a][index[AXES.index(a)]][0] * strides[d]
+        for a, d in sliced_dims(len(base.shape)).items()
     )
     return dataclasses.replace(
         base,
@@ -158,12 +171,13 @@ def within(record: TensorRecord, held: Ranges, reads: Ranges, index) -> TensorRe
     """The part `reads` of a local slice that holds `held`: an in-lane offset."""
     shape = list(record.shape)
     offset = 0
-    for a, d in zip(AXES, (0, 2, 3), strict=True):
-        if d >= len(shape):
-            continue
-        (h0, _), (r0, rlen) = held[a][index[AXES.index(a)]], reads[a][index[AXES.index(a)]]
+    for a, d in sliced_dims(len(shape)).items():
+        i = index[AXES.index(a)]
+        (h0, _), (r0, size) = held[a][i], reads[a][i]
+        if d == 3 and len(shape) > 4:
+            continue  # folded W: whole
         offset += (r0 - h0) * record.strides[d]
-        shape[d] = rlen
+        shape[d] = size
     addr = record.addr + offset * element_bytes(record.dtype)
     return dataclasses.replace(record, addr=addr, shape=tuple(shape))
 
@@ -179,21 +193,24 @@ def weight_shape(value: SSAValue, user: Operation) -> tuple[int, ...]:
 
 
 def weight_lane_axis(shape: tuple[int, ...], user: Operation) -> int | None:
-    """The weight axis spread over the lanes: the user's output channels,
-    after leading 1s (None: copied to every lane)."""
-    channels = (shape_of(user.results[0]) or (1, 1))[1]
-    rank = len(shape_of(user.results[0]) or ())
+    """The weight axis spread over the lanes, as the planner budgets it
+    (`rules.LocalRule.weight_bytes`): the axis of the user's output channels
+    (conv: oc, after leading 1s; elementwise: the channel axis of the weight
+    aligned on the right to the result's rank). None: not per channel,
+    copied to every lane."""
+    out = tuple(shape_of(user.results[0]) or ())
+    channels = nchw(out)[1]
     if isinstance(user, tpu.Conv2DOp | tpu.DeconvOp):
-        channels, aligned = shape_of(user.results[0])[1], shape
+        lead, axis = 0, next((a for a, d in enumerate(shape) if d != 1), None)
     else:  # numpy broadcasting aligns on the right
-        aligned = (1,) * max(rank - len(shape), 0) + shape
-    lead = len(aligned) - len(shape)
-    for axis, dim in enumerate(aligned):
-        if dim == channels and channels > 1 and axis - lead in (0, 1):
-            return axis - lead if all(d == 1 for d in aligned[:axis]) else None
-        if dim != 1:
-            return None
-    return None
+        aligned = (1,) * max(len(out) - len(shape), 0) + shape
+        lead, axis = len(aligned) - len(shape), 1 if len(aligned) > 1 else 0
+        shape = aligned
+    if axis is None or channels <= 1 or shape[axis] != channels:
+        return None
+    if any(d != 1 for d in shape[:axis]) or axis - lead not in (0, 1):
+        return None
+    return axis - lead
 
 
 def weight_records(
