@@ -4,6 +4,7 @@ checks that when given test inputs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from resblock import SHAPE as RESBLOCK_SHAPE
 from resblock import resblock_model
 from tiny_cnn import prepared, transform_and_calibrate  # noqa: F401
 
-from tpuc.bmodel import load_bmodel_file
+from tpuc.bmodel import load_bmodel_file, write_bmodel
+from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
 from tpuc.isa.records import ENGINE_GDMA, ENGINE_TIU, SPACE_LOCAL, Command, Header, split_commands
 from tpuc.module_io import load_module
@@ -85,6 +87,24 @@ def test_tiny_cnn_in_one_group(prepared, tmp_path, mode):  # noqa: F811
     whole = deploy(prepared, "cnn", tmp_path / "global", "bm1684x", mode, "--disable_layer_group")
     sizes = [int(m.attributes["module.neuron_size"].value.data) for m in (module, final(whole))]
     assert sizes[0] < sizes[1]
+
+
+def test_the_sync_ids_order_every_dependency(prepared, tmp_path):  # noqa: F811
+    """The same group's commands with no waits: the loader finds a TIU and a
+    GDMA command touching the same local bytes unordered."""
+    out = deploy(prepared, "cnn", tmp_path, "bm1684x", "INT8")
+    model = load_bmodel_file(out / "cnn.bmodel")
+    group = model.nets[0].parameters[0].subnets[0].cmd_groups[0]
+    unsynced = []
+    for stream, count in ((group.bdc, group.bdc_num), (group.gdma, group.gdma_num)):
+        commands = split_commands(stream, count, "stream")
+        for cmd in commands:
+            cmd.header = dataclasses.replace(cmd.header, wait_id=0)
+        unsynced.append(b"".join(c.pack() for c in commands))
+    group.bdc, group.gdma = unsynced
+    (tmp_path / "unsynced.bmodel").write_bytes(write_bmodel(model))
+    with pytest.raises(TpucError, match="no wait_id orders them"):
+        load_bmodel(tmp_path / "unsynced.bmodel")
 
 
 @pytest.fixture(scope="module")
