@@ -91,7 +91,7 @@ def test_measure_times_both_sides_and_reuses_memory(bench, layout):
     assert row.compile_s == row.lower_s + row.backend_s
     # a layer group's DDR tensors (its input and output) cannot share memory:
     # alignment is all the allocator may add over their sum
-    assert 0 < row.reuse and row.neuron_size <= row.activations + 64 * 8
+    assert row.reuse > 0 and row.neuron_size <= row.activations + 64 * 8
     assert 0 < row.peak <= row.neuron_size
     assert row.cli_s is None
 

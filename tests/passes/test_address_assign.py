@@ -246,7 +246,9 @@ def test_regions_alignment_and_reuse(net):
 def test_layer_groups_place_only_what_lives_in_ddr(net):
     module, _ = finalized(net, groups=True)
     ops = [op for op in main_function(module).body.block.ops if not isinstance(op, func.ReturnOp)]
-    group = {op: op.attributes["lg"].data["group"].value.data for op in ops if "lg" in op.attributes}
+    group = {
+        op: op.attributes["lg"].data["group"].value.data for op in ops if "lg" in op.attributes
+    }
     assert group, "the net forms no layer group"
     spans: dict[int, list[int]] = {}
     for i, op in enumerate(ops):
