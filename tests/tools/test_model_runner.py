@@ -59,7 +59,7 @@ def test_mlir_matches_onnxruntime(work, capsys):
 @pytest.mark.parametrize(
     "model, inputs, needle",
     [
-        ("m.tflite", "in.npz", "unsupported model type (supported: .bmodel, .mlir, .onnx)"),
+        ("m.tflite", "in.npz", "unsupported model type (supported: .bmodel, .mlir, .onnx"),
         ("m.bmodel", "in.npz", "truncated bmodel"),
         ("tiny.onnx", "wrong.npz", "no data for input 'x'"),
         ("missing.onnx", "in.npz", "no such file"),

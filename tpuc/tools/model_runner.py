@@ -3,7 +3,9 @@
     model_runner.py --input in.npz --model m.bmodel|m.mlir|m.onnx --output out.npz
                     [--dump_all_tensors] [--out_fixed] [--profile timeline.json]
 
-`.bmodel` runs in tpuc's device simulator (tpuc.runtime); `.mlir` in the TOP
+`.prototxt` (with `--model_data x.caffemodel`) runs in OpenCV's Caffe
+importer, outputs keyed by layer name. `.bmodel` runs in tpuc's device
+simulator (tpuc.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
 weight npz named by `module.weight_file` must sit next to it); `.onnx` in
 onnxruntime. With `--dump_all_tensors` every intermediate tensor is saved
@@ -39,8 +41,11 @@ def build_parser():
     )
     parser.add_argument("--input", required=True, help="input .npz, keyed by input name")
     parser.add_argument(
-        "--model", required=True, help="model: .bmodel, .mlir (TOP or TPU) or .onnx"
+        "--model",
+        required=True,
+        help="model: .bmodel, .mlir (TOP or TPU), .onnx or Caffe .prototxt (with --model_data)",
     )
+    parser.add_argument("--model_data", help="Caffe .prototxt: its weights (.caffemodel)")
     parser.add_argument(
         "--output", help="output .npz (default: <model name>_output.npz in the current directory)"
     )
@@ -77,6 +82,7 @@ class RunOptions:
     dump_all: bool = False  # every tensor, not only the outputs
     out_fixed: bool = False  # stored integers of quantized tensors
     chip: str | None = None  # bmodel: the simulated device's chip
+    model_data: str | None = None  # Caffe: the .caffemodel
 
 
 def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
@@ -205,11 +211,26 @@ def json_type(value) -> str:
     return {str: "a string", list: "a list", dict: "an object"}.get(type(value), "null")
 
 
+def run_caffe_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
+    """OpenCV's Caffe importer: outputs keyed by layer name (every layer's
+    first output with --dump_all_tensors)."""
+    from tpuc.frontends.caffe.reference import run_caffe
+
+    if options.model_data is None:
+        raise TpucError(
+            f"--model_data: missing; the Caffe model {model_path} needs its .caffemodel"
+        )
+    existing_file(options.model_data, "--model_data")
+    notes = lambda m: print(f"note: {m}")  # noqa: E731
+    return run_caffe(model_path, options.model_data, inputs, dump_all=options.dump_all, notes=notes)
+
+
 RUNNERS: dict[str, Callable[[str, Mapping, RunOptions], dict]] = {
     ".mlir": run_mlir_file,
     ".onnx": run_onnx_file,
     ".bmodel": run_bmodel_file,
 }
+RUNNERS[".prototxt"] = run_caffe_file
 """Model file suffix -> runner(path, inputs, options)."""
 
 
@@ -228,7 +249,9 @@ def run(argv: list[str] | None = None) -> int:
     for flag, value in (("--chip", args.chip), ("--profile", args.profile)):
         if value is not None and model.suffix.lower() != ".bmodel":
             raise TpucError(f"{flag} applies to a .bmodel only")
-    options = RunOptions(args.dump_all_tensors, args.out_fixed, args.chip)
+    if args.model_data is not None and model.suffix.lower() != ".prototxt":
+        raise TpucError("--model_data applies to a Caffe .prototxt only")
+    options = RunOptions(args.dump_all_tensors, args.out_fixed, args.chip, args.model_data)
     results = runner(str(model), inputs, options)
     with OutputSet(protected=(args.input, args.model)) as out:
         out.save_npz(output, results)

@@ -8,7 +8,9 @@ Steps (each announced on one line):
 4. with --test_input: preprocess it -> `<name>_in_f32.npz`, run the TOP
    interpreter -> `--test_result` (every tensor), run onnxruntime on the
    original model (every tensor TOP also has; `<name>_ref_outputs.npz` with
-   --debug) and compare tensor by tensor.
+   --debug) and compare tensor by tensor. A Caffe model (`--model_def
+   x.prototxt --model_data x.caffemodel`) is run by OpenCV's Caffe importer
+   instead, compared layer by layer.
 All files go next to `--mlir` and are written together at the end; a bad
 request leaves nothing behind and never touches the input model. When the
 comparison fails the files are kept and the run ends with exit status 1,
@@ -54,7 +56,10 @@ def build_parser():
         EPILOG,
     )
     parser.add_argument("--model_name", required=True, help="model name, prefix of every file")
-    parser.add_argument("--model_def", required=True, help="model definition file (.onnx)")
+    parser.add_argument(
+        "--model_def", required=True, help="model definition file (.onnx, Caffe .prototxt)"
+    )
+    parser.add_argument("--model_data", help="Caffe weights (.caffemodel) for a .prototxt")
     parser.add_argument(
         "--input_shapes",
         help="input shapes, e.g. [[1,3,224,224],[1,10]] (default: from the model; "
@@ -103,6 +108,7 @@ class Request:
     debug: bool
     verbose: bool
     test_result: Path
+    model_data: Path | None = None  # Caffe weights
 
     def path(self, suffix: str) -> Path:
         """`<dir of --mlir>/<name><suffix>`."""
@@ -119,6 +125,7 @@ def check_request(args) -> Request:
         raise TpucError(f"--model_name: '{args.model_name}' is not a usable file-name prefix")
     model_def = existing_file(args.model_def, "--model_def")
     suffix = model_def.suffix.lower()
+    model_data = check_model_data(args, suffix)
     if suffix not in FRONTENDS:
         known = ", ".join(sorted(FRONTENDS))
         kind = PLANNED_FORMATS.get(suffix)
@@ -145,9 +152,30 @@ def check_request(args) -> Request:
         debug=bool(args.debug),
         verbose=bool(args.verbose or args.debug),
         test_result=Path(args.test_result) if args.test_result else default_result,
+        model_data=model_data,
     )
     _check_distinct(request)
     return request
+
+
+def check_model_data(args, suffix: str) -> Path | None:
+    """--model_data goes with a Caffe .prototxt and only with it."""
+    data = getattr(args, "model_data", None)
+    if suffix == ".caffemodel":
+        raise TpucError(
+            f"--model_def {args.model_def}: a .caffemodel holds the weights: pass it as "
+            "--model_data and the network's .prototxt as --model_def"
+        )
+    if suffix != ".prototxt":
+        if data is not None:
+            raise TpucError("--model_data: only a Caffe .prototxt takes weights from a file")
+        return None
+    if data is None:
+        raise TpucError(
+            f"--model_data: missing; the Caffe model {args.model_def} needs its .caffemodel "
+            "(--model_def x.prototxt --model_data x.caffemodel)"
+        )
+    return existing_file(data, "--model_data")
 
 
 def _check_distinct(req: Request) -> None:
@@ -183,9 +211,23 @@ def _convert_onnx(req: Request):
     return module, weights, OnnxNames.of(model)
 
 
+def _convert_caffe(req: Request):
+    from tpuc.frontends.caffe import convert_caffe
+    from tpuc.frontends.caffe.reference import CaffeNames
+
+    assert req.model_data is not None  # check_model_data
+    model_def, model_data = str(req.model_def), str(req.model_data)
+    module, weights, layer_tensors = convert_caffe(
+        model_def, model_data, req.name, req.input_shapes, req.output_names
+    )
+    return module, weights, CaffeNames(model_def, model_data, layer_tensors)
+
+
 FRONTENDS: dict[str, Callable[[Request], tuple]] = {".onnx": _convert_onnx}
 """Model suffix -> converter returning (TOP module, weights, names of the
-source model for the reference run)."""
+source model for the reference run). A frontend with its own reference (Caffe:
+OpenCV) returns an object with `run_reference(inputs, top_names, say)`."""
+FRONTENDS[".prototxt"] = _convert_caffe
 
 
 def say(message: str) -> None:
@@ -218,6 +260,12 @@ def verify(req: Request, module, store, inputs, out, names: OnnxNames):
     top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty())
     store.clear()
     out.save_npz(req.test_result, top)
+    if hasattr(names, "run_reference"):  # a non-ONNX frontend's own reference
+        ref = names.run_reference(inputs, set(top), lambda m: say(m))
+        if req.debug:
+            out.save_npz(req.path("_ref_outputs.npz"), ref)
+        skip = set(req.excepts) | set(inputs)
+        return compare_arrays(top, ref, req.tolerance, excepts=skip, order=list(top))
     keys = onnx_tensor_keys(names, set(top))
     say(f"running onnxruntime on {req.model_def} ({len(keys)} tensors to compare)")
     ref = run_onnx(
@@ -248,11 +296,11 @@ def divergence(req: Request, result: CompareResult) -> TpucError:
     first = result.failures[0]
     s = first.similarity
     if first.verdict is Verdict.NOT_MATCH:
-        why = f"shape {list(first.shape)} vs onnxruntime {list(first.ref_shape or ())}"
+        why = f"shape {list(first.shape)} vs {reference_label(req)} {list(first.ref_shape or ())}"
     else:
         why = f"cos {s.cosine:.6f}, euclid {s.euclid:.6f}; --tolerance {req.tolerance}"
     return TpucError(
-        f"TOP and onnxruntime diverge first at tensor '{first.name}' ({why}); "
+        f"TOP and {reference_label(req)} diverge first at tensor '{first.name}' ({why}); "
         f"{len(result.failures)} tensor(s) fail; see {req.test_result} (rerun with -v for all)"
     )
 
@@ -265,7 +313,7 @@ def transform(req: Request) -> int:
     from tpuc.preprocess import input_specs, load_inputs, with_preprocess
     from tpuc.weights import WeightStore, attach_weights
 
-    protected = (req.model_def, *req.test_input)
+    protected = (req.model_def, *req.test_input, *[p for p in (req.model_data,) if p])
     with OutputSet(protected=protected) as out:
         say(f"converting {req.model_def}")
         module, weights, names = FRONTENDS[req.model_def.suffix.lower()](req)
@@ -293,11 +341,18 @@ def transform(req: Request) -> int:
         return 0
     report(req, result, output_names(module))
     if not result.rows:
-        raise TpucError("no tensor of the TOP interpreter matches an onnxruntime tensor by name")
+        raise TpucError(
+            f"no tensor of the TOP interpreter matches a {reference_label(req)} tensor by name"
+        )
     if not result.passed:
         raise divergence(req, result)
-    say(f"TOP matches onnxruntime (--tolerance {req.tolerance})")
+    say(f"TOP matches {reference_label(req)} (--tolerance {req.tolerance})")
     return 0
+
+
+def reference_label(req: Request) -> str:
+    """What the TOP interpreter is compared with."""
+    return "OpenCV" if req.model_def.suffix.lower() == ".prototxt" else "onnxruntime"
 
 
 def written_files(req: Request) -> list[Path]:
