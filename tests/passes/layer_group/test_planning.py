@@ -242,3 +242,12 @@ def test_buffers_that_fit_side_by_side_are_always_placed(seed):
             if a.live & b.live:
                 x, y = found.addresses[a.key], found.addresses[b.key]
                 assert x + a.size <= y or y + b.size <= x
+
+
+def test_w_does_not_split_when_dims_fold_into_it():
+    flat = Chain((1, 4, 8, 512))
+    flat.unary()
+    folded = Chain((1, 4, 8, 8, 64))  # rank 5: W is 8 x 64 folded
+    folded.unary()
+    assert group_module.max_secs(group_module.GroupGraph.of(ops_of(flat))).w == 8  # 2 KiB rows
+    assert group_module.max_secs(group_module.GroupGraph.of(ops_of(folded))).w == 1
