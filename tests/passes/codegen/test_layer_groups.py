@@ -123,7 +123,7 @@ def test_resblock_bit_exact(resblock, tmp_path, chip, mode):
     assert sum(len(p["ops"]) for p in plans) >= 6
 
 
-def sliced_model(path: Path) -> Path:
+def sliced_model(path: Path, batch: int = 1) -> Path:
     """x[1,8,160,160] -> Conv 3x3 p1 + Relu -> MaxPool 3x3 s2 p1 -> depthwise
     Conv 3x3 p1 -> Add(pool) -> Conv 3x3 s2 pads (0,0,1,1) -> AvgPool 2x2 s2
     ceil -> Conv 1x1: big enough on cv183x (32 KiB lanes) to slice H."""
@@ -162,7 +162,7 @@ def sliced_model(path: Path) -> Path:
     graph = helper.make_graph(
         nodes,
         "sliced",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 160, 160])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8, 160, 160])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         inits,
     )
@@ -194,6 +194,19 @@ def test_h_slices_on_small_lanes_bit_exact(sliced, tmp_path, mode):
     # top padding only on the slice at row 0, bottom only on the last
     assert [b.pad_begins[0] for b in pads] == [1] + [0] * (len(pads) - 1)
     assert [b.pad_ends[0] for b in pads] == [0] * (len(pads) - 1) + [1]
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("batched")
+    sliced_model(work / "sliced.onnx", batch=4)
+    return transform_and_calibrate(work, "sliced", (4, 8, 160, 160), seed=4, samples=2)
+
+
+def test_n_slices_bit_exact(batched, tmp_path):
+    out = deploy(batched, "sliced", tmp_path, "cv183x", "INT8")
+    plans = group_plans(final(out))
+    assert max(p["nsecs"] for p in plans) > 1 and max(p["hsecs"] for p in plans) > 1
 
 
 def test_opt_1_and_disabled(sliced, tmp_path):
