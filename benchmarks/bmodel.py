@@ -103,18 +103,19 @@ def size_split(data: bytes, source: str = "bmodel") -> SizeSplit:
 
 
 def activation_memory(module) -> tuple[int, int]:
-    """(neuron_size, sum of every activation's bytes) of a TPU_ADDRESSED module."""
+    """(neuron_size, sum of every activation's bytes) of a TPU_ADDRESSED
+    module (activations in DDR: a layer group's internal tensors have none)."""
     from tpuc.dialects import top
     from tpuc.ir import main_function
     from tpuc.module_io import module_attr
-    from tpuc.passes.address_assign import tensor_bytes
+    from tpuc.passes.address_assign import address_of, tensor_bytes
     from tpuc.passes.liveness import body_ops
 
     total = 0
     for op in body_ops(main_function(module).body.block):
         if isinstance(op, top.WeightOp | top.NoneOp):
             continue
-        total += sum(tensor_bytes(value) for value in op.results)
+        total += sum(tensor_bytes(v) for v in op.results if address_of(v) is not None)
     return int(module_attr(module, "neuron_size", 0)), total
 
 
@@ -124,13 +125,13 @@ def peak_live(module) -> int:
     from tpuc.chips import get_chip
     from tpuc.ir import main_function
     from tpuc.module_io import module_attr
-    from tpuc.passes.address_assign import align_up, tensor_bytes
+    from tpuc.passes.address_assign import address_of, align_up, tensor_bytes
     from tpuc.passes.liveness import buffers
 
     align = get_chip(str(module_attr(module, "chip"))).neuron_align
     change: dict[int, int] = {}
     for buffer in buffers(main_function(module).body.block):
-        if buffer.constant:
+        if buffer.constant or address_of(buffer.root) is None:  # none: in local memory
             continue
         size = align_up(max(max(tensor_bytes(v) for v in buffer.values), 1), align)
         change[buffer.start] = change.get(buffer.start, 0) + size
@@ -192,7 +193,7 @@ def cached_files(name: str, work: Path, anchors: Path) -> ModelFiles:
     return files
 
 
-def compile_target(files: ModelFiles, target: Target):
+def compile_target(files: ModelFiles, target: Target, disable_layer_group: bool = False):
     """(Compiled, lower seconds, back-end seconds) from a freshly loaded module."""
     from tpuc.deploy import lower
     from tpuc.module_io import load_module
@@ -203,7 +204,7 @@ def compile_target(files: ModelFiles, target: Target):
     start = time.perf_counter()
     lower(module, target.chip, target.mode, target.asymmetric, table, source=str(files.mlir))
     lowered = time.perf_counter()
-    compiled = compile_bmodel(module, store, target.chip)
+    compiled = compile_bmodel(module, store, target.chip, disable_layer_group=disable_layer_group)
     return compiled, lowered - start, time.perf_counter() - lowered
 
 

@@ -14,7 +14,12 @@ and prints one markdown table:
 - DDR MiB: the minimal bytes against the bytes the timeline moves;
 - TIU / GDMA: each engine's busy share of the estimate;
 - sim ms / ort ms: the device simulator's Program.run against onnxruntime on
-  the same input (medians of --repeat runs after a warm-up, --threads each).
+  the same input (medians of --repeat runs after a warm-up, --threads each;
+  `--no_run` skips them);
+- layer groups: the same model compiled with `--disable_layer_group` (every
+  op global): its estimate (`global µs`), its DDR traffic, and `neuron_size`
+  with and without groups (KiB); `groups` is the number of layer groups and
+  their largest slice count (n·h·w).
 
 Model files come from regression/run_deploy.py's work folder layout
 (`<work>/<model>/<model>.mlir`, `_cali_table`, `_in_f32.npz`); missing ones
@@ -75,6 +80,11 @@ class Row:
     gdma: float
     sim_s: float
     ort_s: float
+    global_cycles: int = 0
+    global_bytes: int = 0
+    neuron: int = 0
+    global_neuron: int = 0
+    groups: str = "-"
 
     @property
     def bound(self) -> int:
@@ -98,7 +108,17 @@ def roofline(profile, param, mode: str) -> tuple[int, int, int]:
     return math.ceil(profile.macs / peak_macs), math.ceil(memory), loads + stores
 
 
-def measure(files, target, repeat: int, threads: int) -> Row:
+def layer_groups(module) -> str:
+    """'<groups> (≤<largest n·h·w>)' of a compiled module."""
+    from tpuc.passes.codegen.groups import group_plans
+
+    plans = group_plans(module)
+    if not plans:
+        return "0"
+    return f"{len(plans)} (≤{max(p['nsecs'] * p['hsecs'] * p['wsecs'] for p in plans)})"
+
+
+def measure(files, target, repeat: int, threads: int, run: bool = True) -> Row:
     import tempfile
 
     from tpuc.bmodel import read_bmodel
@@ -109,6 +129,21 @@ def measure(files, target, repeat: int, threads: int) -> Row:
     profile = estimate(model, f"{files.name} {target}")
     param = model.nets[0].parameters[0]
     compute, memory, min_bytes = roofline(profile, param, target.mode)
+    whole, _, _ = BENCH.compile_target(files, target, disable_layer_group=True)
+    whole_model = read_bmodel(whole.bmodel, f"{files.name} {target} global")
+    whole_profile = estimate(whole_model, f"{files.name} {target} global")
+    extra = dict(
+        global_cycles=whole_profile.cycles,
+        global_bytes=whole_profile.dma_bytes,
+        neuron=model.neuron_size,
+        global_neuron=whole_model.neuron_size,
+        groups=layer_groups(compiled.module),
+    )
+    if not run:
+        return Row(files.name, str(target), profile.timing.clock_mhz, profile.cycles, compute,
+                   memory, profile.macs, min_bytes, profile.dma_bytes,
+                   profile.busy_share("TIU"), profile.busy_share("GDMA"), math.nan, math.nan,
+                   **extra)  # fmt: skip
     inputs = dict(np.load(files.inputs))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{files.name}.bmodel"
@@ -122,13 +157,16 @@ def measure(files, target, repeat: int, threads: int) -> Row:
     )
     return Row(files.name, str(target), profile.timing.clock_mhz, profile.cycles, compute,
                memory, profile.macs, min_bytes, profile.dma_bytes,
-               profile.busy_share("TIU"), profile.busy_share("GDMA"), sim_s, ort_s)  # fmt: skip
+               profile.busy_share("TIU"), profile.busy_share("GDMA"), sim_s, ort_s,
+               **extra)  # fmt: skip
 
 
 HEADER = (
     "| model | target | est µs | est cycles | bound cycles | limit | est/bound | GMACs "
-    "| min DDR MiB | moved DDR MiB | TIU | GDMA | sim ms | ort ms | sim/ort |\n"
-    "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| min DDR MiB | moved DDR MiB | TIU | GDMA | sim ms | ort ms | sim/ort "
+    "| groups | global µs | global DDR MiB | neuron KiB | global neuron KiB |\n"
+    "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+    "|---:|---:|---:|---:|---:|"
 )
 
 
@@ -137,7 +175,9 @@ def table_line(r: Row) -> str:
         f"| {r.model} | {r.target} | {r.cycles / r.clock_mhz:,.1f} | {r.cycles:,} | "
         f"{r.bound:,} | {r.limit} | {r.cycles / r.bound:.2f} | {r.macs / 1e9:.3f} | "
         f"{r.min_bytes / MiB:.2f} | {r.moved_bytes / MiB:.2f} | {r.tiu:.0%} | {r.gdma:.0%} | "
-        f"{r.sim_s * 1000:.1f} | {r.ort_s * 1000:.2f} | {r.sim_s / max(r.ort_s, 1e-9):.1f} |"
+        f"{r.sim_s * 1000:.1f} | {r.ort_s * 1000:.2f} | {r.sim_s / max(r.ort_s, 1e-9):.1f} | "
+        f"{r.groups} | {r.global_cycles / r.clock_mhz:,.1f} | {r.global_bytes / MiB:.2f} | "
+        f"{r.neuron / 1024:,.0f} | {r.global_neuron / 1024:,.0f} |"
     )
 
 
@@ -167,13 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=CACHE / "deploy")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs per side (median)")
     parser.add_argument("--threads", type=int, default=2, help="simulator and onnxruntime")
+    parser.add_argument(
+        "--no_run", action="store_true", help="estimates only: no simulator/onnxruntime timing"
+    )
     args = parser.parse_args(argv)
     targets = [BENCH.Target.parse(t) for t in args.targets.split(",")]
     rows = []
     for name in args.models.split(","):
         files = model_files(name, args.work, args.anchors)
         for target in targets:
-            rows.append(measure(files, target, args.repeat, args.threads))
+            rows.append(measure(files, target, args.repeat, args.threads, not args.no_run))
             print(table_line(rows[-1]), file=sys.stderr, flush=True)
     print(HEADER)
     for row in rows:

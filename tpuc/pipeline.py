@@ -10,7 +10,7 @@ order of passes is written in one place only.
     lower             processor-assign, convert-top-to-tpu,
                       canonicalize                             -> TPU_LOWERED
     finalize          weight-reorder, subnet-divide,
-                      address-assign                           -> TPU_ADDRESSED
+                      layer-group, address-assign              -> TPU_ADDRESSED
     codegen           codegen                                  -> the bmodel
 
 `tpuc-opt -p transform`, `-p 'lower{chip=... mode=...}'`, `-p finalize` and
@@ -76,11 +76,16 @@ def deploy_passes(
     return passes + lower_passes(chip, mode, asymmetric, qtable)
 
 
-def finalize_passes(chip: str = "") -> list[ModulePass]:
-    """TPU_LOWERED -> TPU_ADDRESSED (`chip` defaults to module.chip)."""
+def finalize_passes(
+    chip: str = "", opt: int = 2, disable_layer_group: bool = False
+) -> list[ModulePass]:
+    """TPU_LOWERED -> TPU_ADDRESSED (`chip` defaults to module.chip). layer-group
+    (`opt` 1 greedy, 2 cycle-model DP; `disable_layer_group`: every op global)
+    runs before address-assign, which then places only what lives in DDR."""
     return [
         get_pass("weight-reorder")(),
         get_pass("subnet-divide")(chip=chip),
+        get_pass("layer-group")(opt=opt, disable=disable_layer_group, chip=chip),
         get_pass("address-assign")(chip=chip),
     ]
 
@@ -117,7 +122,9 @@ def transform(module: ModuleOp) -> None:
     set_module_attr(module, "FLOPs", module_flops(module))
 
 
-def finalize(module: ModuleOp, store: WeightStore, chip: str) -> None:
+def finalize(
+    module: ModuleOp, store: WeightStore, chip: str, opt: int = 2, disable_layer_group: bool = False
+) -> None:
     """The finalize stage in place on a TPU_LOWERED module. `store` holds its
     weights: reordered and merged weights are added to it, and the ones the
     module no longer reads are removed (copy it first to keep them)."""
@@ -126,7 +133,7 @@ def finalize(module: ModuleOp, store: WeightStore, chip: str) -> None:
 
     module_chip(module, "finalize", chip)  # a wrong chip fails before any change
     attach_weights(module, store)
-    run_passes(module, finalize_passes(chip))
+    run_passes(module, finalize_passes(chip, opt, disable_layer_group))
 
 
 @dataclass
@@ -137,14 +144,16 @@ class Compiled:
     locations: dict  # tensor_location.json: chip, net, tensors (rows)
 
 
-def compile_bmodel(module: ModuleOp, store: dict, chip: str) -> Compiled:
+def compile_bmodel(
+    module: ModuleOp, store: dict, chip: str, opt: int = 2, disable_layer_group: bool = False
+) -> Compiled:
     """finalize then codegen: model_deploy's whole back end. The module is
     changed in place; its store is copied, not changed."""
     from tpuc.passes.codegen import generated
     from tpuc.weights import WeightStore
 
     final_store = WeightStore(store)
-    finalize(module, final_store, chip)
+    finalize(module, final_store, chip, opt, disable_layer_group)
     run_passes(module, codegen_passes(chip))
     result = generated(module)
     return Compiled(module, final_store, result.bmodel, result.locations)
@@ -182,14 +191,16 @@ class LowerStage(ModulePass):
 
 @dataclass(frozen=True)
 class FinalizeStage(ModulePass):
-    """weight-reorder, subnet-divide, address-assign."""
+    """weight-reorder, subnet-divide, layer-group, address-assign."""
 
     name = "finalize"
 
     chip: str = ""
+    opt: int = 2
+    disable_layer_group: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for p in finalize_passes(self.chip):
+        for p in finalize_passes(self.chip, self.opt, self.disable_layer_group):
             p.apply(ctx, op)
 
 

@@ -29,6 +29,7 @@ from tpuc.bmodel import (
     TensorDesc,
     bmodel_time,
 )
+from tpuc.chips import Chip, get_chip
 from tpuc.dialects import top
 from tpuc.dialects.traits import Leaf
 from tpuc.dtypes import STORAGE
@@ -42,8 +43,10 @@ from tpuc.isa.records import (
 )
 from tpuc.module_io import module_attr
 from tpuc.module_state import ModuleState, require_state
+from tpuc.passes.address_assign import address_of
 from tpuc.passes.codegen.commands import no_command, op_commands, tensor_record
 from tpuc.passes.codegen.cpu_rules import cpu_commands
+from tpuc.passes.codegen.groups import group_phases, op_plan
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.weights import read_weight
 
@@ -91,14 +94,24 @@ def tensor_desc(value: SSAValue, name: str) -> TensorDesc:
 def synced(commands: list[Command]) -> list[Command]:
     """Number each engine's commands from 1 and make each wait for the other
     engine's latest one: global layers run in program order."""
+    return synced_phases([[cmd] for cmd in commands])
+
+
+def synced_phases(phases: list[list[Command]]) -> list[Command]:
+    """Number each engine's commands from 1; every command of a phase waits
+    for the other engine's last command of the phases before it, so the two
+    engines run a phase concurrently and phases one after the other (a
+    global layer's commands are a phase each; a layer group's timesteps)."""
     last = {ENGINE_TIU: 0, ENGINE_GDMA: 0}
     out = []
-    for cmd in commands:
-        engine = cmd.header.engine
-        other = ENGINE_GDMA if engine == ENGINE_TIU else ENGINE_TIU
-        last[engine] += 1
-        header = dataclasses.replace(cmd.header, cmd_id=last[engine], wait_id=last[other])
-        out.append(Command(header, cmd.operands, cmd.results, cmd.params))
+    for phase in phases:
+        before = dict(last)
+        for cmd in phase:
+            engine = cmd.header.engine
+            other = ENGINE_GDMA if engine == ENGINE_TIU else ENGINE_TIU
+            last[engine] += 1
+            header = dataclasses.replace(cmd.header, cmd_id=last[engine], wait_id=before[other])
+            out.append(Command(header, cmd.operands, cmd.results, cmd.params))
     return out
 
 
@@ -109,7 +122,26 @@ def cmd_group(commands: list[Command]) -> CmdGroup:
     return CmdGroup(bdc, dma, len(tiu), len(gdma), len(bdc), len(dma))
 
 
-def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValue]) -> list[SubNet]:
+def tpu_phases(
+    members: list[tuple[int, Operation]], groups: dict[int, list[list[Command]]]
+) -> list[list[Command]]:
+    """A TPU subnet's phases: a global layer's commands one by one, a layer
+    group's loop (at its first op) timestep by timestep."""
+    phases: list[list[Command]] = []
+    emitted: set[int] = set()
+    for layer_id, op in members:
+        info = op_plan(op)
+        if info is None:
+            phases += [[c] for c in op_commands(op, layer_id)]
+        elif info["group"] not in emitted:
+            emitted.add(info["group"])
+            phases += groups[info["group"]]
+    return phases
+
+
+def build_subnets(
+    module: ModuleOp, ops: list[Operation], returned: list[SSAValue], chip: Chip
+) -> list[SubNet]:
     modes = module_attr(module, "subnet_modes", None) or ["TPU"]
     members: dict[int, list[tuple[int, Operation]]] = {i: [] for i in range(len(modes))}
     for layer_id, op in enumerate(ops):
@@ -119,6 +151,7 @@ def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValu
         if sid not in members:
             raise TpucError(f"{op.name} '{tensor_names(op)[0]}' is in unknown subnet {sid}")
         members[sid].append((layer_id, op))
+    groups = group_phases(module, ops, chip)
     subnets = []
     for sid, mode in enumerate(modes):
         inputs, outputs = boundary(members[sid], set(returned))
@@ -132,8 +165,8 @@ def build_subnets(module: ModuleOp, ops: list[Operation], returned: list[SSAValu
                     raise no_command(op)
                 subnet.cpu_params.append(CpuParam(cmd.header.opcode, cmd.pack()))
         else:
-            commands = [c for layer_id, op in members[sid] for c in op_commands(op, layer_id)]
-            subnet.cmd_groups = [cmd_group(synced(commands))]
+            commands = synced_phases(tpu_phases(members[sid], groups))
+            subnet.cmd_groups = [cmd_group(commands)]
         subnets.append(subnet)
     return subnets
 
@@ -168,7 +201,7 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
     coeff, locations = coefficients(module, ops)
     returned = list(main_function(module).body.block.last_op.operands)
     inputs = [_desc(op.results[0]) for op in ops if isinstance(op, top.InputOp)]
-    subnets = build_subnets(module, ops, returned)
+    subnets = build_subnets(module, ops, returned, get_chip(chip))
     parameter = NetParameter(
         inputs=inputs,
         outputs=[_desc(v) for v in returned],
@@ -190,12 +223,15 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
 
 
 def tensor_locations(module: ModuleOp) -> list[dict]:
-    """Every activation's layer id, name, address and type (the debug json)."""
+    """Every activation's layer id, name, address and type (the debug json);
+    tensors inside a layer group live in local memory only and are not listed."""
     rows = []
     for layer_id, op in enumerate(body_ops(module)):
         if isinstance(op, top.NoneOp | top.WeightOp):
             continue
         for value, name in zip(op.results, tensor_names(op), strict=True):
+            if address_of(value) is None:
+                continue
             record = tensor_record(value, op)
             rows.append(
                 {

@@ -12,7 +12,8 @@ kept in place emit nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
@@ -27,12 +28,15 @@ from tpuc.isa.records import (
     ABSENT,
     ENGINE_GDMA,
     MAX_RANK,
+    SPACE_LOCAL,
     TENSOR_COEFF,
+    TENSOR_LANES,
     Command,
     Header,
     TensorRecord,
     contiguous_strides,
     element_bytes,
+    lane_axis,
 )
 from tpuc.isa.types import UnsupportedType, dtype_fields
 from tpuc.kernels.data import slice_bounds
@@ -53,8 +57,42 @@ def address(value: SSAValue) -> int:
     return found
 
 
+class _Local:
+    """The records a layer group's emitter puts in place of global ones."""
+
+    records: Mapping[SSAValue, TensorRecord] = {}
+    npu_num: int = 0
+    lmem_bytes: int = 0
+
+
+@contextmanager
+def local_records(
+    records: Mapping[SSAValue, TensorRecord], npu_num: int, lmem_bytes: int
+) -> Iterator[None]:
+    """Within the block, `tensor_record(value, op)` is `records[value]` for
+    the values it maps (one slice of a group, in local memory), so the
+    global layers' rules build a local layer's commands unchanged."""
+    saved = (_Local.records, _Local.npu_num, _Local.lmem_bytes)
+    _Local.records, _Local.npu_num, _Local.lmem_bytes = records, npu_num, lmem_bytes
+    try:
+        yield
+    finally:
+        _Local.records, _Local.npu_num, _Local.lmem_bytes = saved
+
+
 def tensor_record(value: SSAValue, op: Operation) -> TensorRecord:
-    """The full description of an operand or result."""
+    """The full description of an operand or result (its local slice inside
+    a `local_records` block)."""
+    local = _Local.records.get(value)
+    if local is not None:
+        return local
+    if isinstance(value.owner, top.NoneOp):
+        return ABSENT
+    return bare_record(value, op, address(value))
+
+
+def bare_record(value: SSAValue, op: Operation, addr: int = 0) -> TensorRecord:
+    """`value`'s record at `addr` (type, shape and quantization; global)."""
     if isinstance(value.owner, top.NoneOp):
         return ABSENT
     try:
@@ -66,7 +104,7 @@ def tensor_record(value: SSAValue, op: Operation) -> TensorRecord:
     shape = shape_of(value)
     if shape is None:
         raise TpucError(f"{op.name} '{_name(op)}': operand of unknown shape")
-    return TensorRecord(address(value), shape=shape, **fields)
+    return TensorRecord(addr, shape=shape, **fields)
 
 
 def _name(op: Operation) -> str:
@@ -117,8 +155,11 @@ def _plain(op: Operation) -> bool:
 
 
 def _view(base: TensorRecord, shape, strides, offset: int) -> TensorRecord:
-    """A strided window of `base` starting `offset` elements in."""
+    """A strided window of `base` starting `offset` elements in (on a record
+    spread over the lanes: `lane_offset`)."""
     addr = base.addr + offset * element_bytes(base.dtype)
+    if base.space == SPACE_LOCAL and base.flags & TENSOR_LANES:
+        addr = lane_offset(base, offset)
     return TensorRecord(
         addr,
         base.dtype,
@@ -131,6 +172,19 @@ def _view(base: TensorRecord, shape, strides, offset: int) -> TensorRecord:
         base.storage_min,
         base.storage_max,
     )
+
+
+def lane_offset(base: TensorRecord, offset: int) -> int:
+    """The address of a window of a lane record `offset` elements in: k
+    whole steps of the lane axis (a channel window: start lane s + k, its
+    plane offset folded into the address) plus an in-plane remainder."""
+    axis = lane_axis(base)
+    stride = base.element_strides()[axis]
+    k, rest = divmod(offset, stride) if stride else (0, offset)
+    size, npu, lane_bytes = element_bytes(base.dtype), _Local.npu_num, _Local.lmem_bytes
+    start, within = divmod(base.addr, lane_bytes)
+    lane = start + k
+    return (lane % npu) * lane_bytes + within + ((lane // npu) * stride + rest) * size
 
 
 @copy_rule(*RESHAPES)
@@ -186,7 +240,7 @@ def _pieces(
     `parts` (Concat: parts into the whole; Split: the whole into parts)."""
     big = tensor_record(whole, op)
     axis = op.value("axis") % len(big.shape)
-    strides = contiguous_strides(big.shape)
+    strides = big.element_strides()
     commands, start = [], 0
     for value in parts:
         part = tensor_record(value, op)
@@ -218,9 +272,10 @@ def _upsample(op: Operation, layer_id: int) -> list[Command] | None:
     if tuple(dst.shape) != (*lead, h * sh, w * sw):
         return None
     *lead_strides, h_stride, w_stride = src.element_strides()
+    *lead_out, h_out, w_out = dst.element_strides()
     shape = (*lead, h, sh, w, sw)
     source = _view(src, shape, (*lead_strides, h_stride, 0, w_stride, 0), 0)
-    target = _view(dst, shape, contiguous_strides(shape), 0)
+    target = _view(dst, shape, (*lead_out, h_out * sh, h_out, w_out * sw, w_out), 0)
     return [copy_command(source, target, layer_id)]
 
 

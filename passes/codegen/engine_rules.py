@@ -14,26 +14,33 @@ the simulator rebuilds the same record from the command alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.dialects.base import shape_of
 from tpuc.errors import TpucError
 from tpuc.ir import element_of, kind_of
 from tpuc.isa import engine as isa
 from tpuc.isa.records import (
     ENGINE_TIU,
     RECORD_BYTES,
+    SPACE_LOCAL,
+    TENSOR_LANES_AXIS0,
+    TENSOR_LANES_AXIS1,
     TENSOR_QUANTIZED,
     Command,
     Header,
     TensorRecord,
 )
 from tpuc.kernels.conv_plan import ConvGeometry
-from tpuc.passes.codegen.commands import _filter_reordered, _view, tensor_record
+from tpuc.passes.codegen.commands import (
+    _filter_reordered,
+    _view,
+    tensor_record,
+)
 from tpuc.registry import Registry
 
 EngineRule = Callable[[Operation, int], list[Command] | None]
@@ -126,8 +133,12 @@ def _plain_float(records: list[TensorRecord]) -> bool:
 
 def _coeff_views(coeff: TensorRecord) -> list[TensorRecord]:
     """The merged (1, oc, 1, 3) i32 [bias, multiplier, rshift] as three
-    strided (oc,) views."""
+    strided (oc,) views (in local memory: oc over the lanes, axis 0)."""
     oc = coeff.shape[1]
+    if coeff.space == SPACE_LOCAL:
+        coeff = dataclasses.replace(
+            coeff, flags=coeff.flags & ~TENSOR_LANES_AXIS1 | TENSOR_LANES_AXIS0
+        )
     return [_view(coeff, (oc,), (3,), k) for k in range(3)]
 
 
@@ -135,8 +146,8 @@ def _conv_filter(op: Operation) -> tuple[TensorRecord, TensorRecord, list[int]]:
     """Input and filter records (a reordered filter viewed in its logical
     (oc, ic/g, *kernel) shape) and the kernel's spatial sizes."""
     inp, filt = tensor_record(op.operands[0], op), tensor_record(op.operands[1], op)
-    if not _filter_reordered(op):
-        return inp, filt, list(shape_of(op.operands[1])[2:])
+    if not _filter_reordered(op) or filt.space == SPACE_LOCAL:  # local: loaded in logical shape
+        return inp, filt, list(filt.shape[2:])
     kernel = _ints(op, "kernel_shape")
     _, oc, icg, _ = filt.shape
     return inp, _view(filt, (oc, icg, *kernel), (), 0), kernel

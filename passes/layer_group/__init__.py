@@ -46,10 +46,16 @@ class ModulePlan:
 
 
 def plan_module(
-    module: ModuleOp, chip: Chip, opt: int = 2, disable: bool = False, explain: bool = False
+    module: ModuleOp,
+    chip: Chip,
+    opt: int = 2,
+    disable: bool = False,
+    explain: bool = False,
+    float_slices: bool = False,
 ) -> ModulePlan:
     """Search the groups of func @main (nothing is written to the IR);
-    `explain`: say for each run why it does not take the next layer too."""
+    `explain`: say for each run why it does not take the next layer too;
+    `float_slices`: let float GEMM convolutions slice (not bit-exact)."""
     from tpuc.ir import main_function
     from tpuc.passes.layer_group.layout import LocalLayout
     from tpuc.passes.layer_group.rules import reset_cache
@@ -58,7 +64,7 @@ def plan_module(
     began = time.perf_counter()
     reset_cache()
     ops = layers(main_function(module).body.block)
-    planner = Planner(ops, LocalLayout.of(chip), chip.timing)
+    planner = Planner(ops, LocalLayout.of(chip, float_slices), chip.timing)
     all_global = sum(planner.cost(i, i) for i in range(len(ops)))
     runs = [(i, i) for i in range(len(ops))] if disable else search(planner, opt)
     plans = [planner.plan(a, b) for a, b in runs if b > a]
@@ -106,7 +112,9 @@ def explain_runs(planner, runs: list[tuple[int, int]]) -> list[str]:
 class LayerGroupPass(ModulePass):
     """Group runs of local ops (opt=1 greedy, opt=2 cycle-model DP;
     disable=true keeps every op global; debug=true prints the groups and
-    why each ends where it does to stderr). `chip` defaults to module.chip."""
+    why each ends where it does to stderr; float_slices=true lets float
+    GEMM convolutions slice, which the kernel library does not compute
+    bit-exactly: for planning studies only). `chip` defaults to module.chip."""
 
     name = "layer-group"
 
@@ -114,6 +122,7 @@ class LayerGroupPass(ModulePass):
     disable: bool = False
     chip: str = ""
     debug: bool = False
+    float_slices: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from tpuc.errors import TpucError
@@ -136,7 +145,9 @@ class LayerGroupPass(ModulePass):
         )
         chip = module_chip(op, self.name, self.chip)
         clear(op, layers(main_function(op).body.block))
-        found = plan_module(op, chip, self.opt, self.disable, explain=self.debug)
+        found = plan_module(
+            op, chip, self.opt, self.disable, explain=self.debug, float_slices=self.float_slices
+        )
         attach(op, found.plans, found.grouped_cycles, found.global_cycles)
         if self.debug:
             print(f"layer-group: {found.summary()} ({found.seconds:.2f} s)", file=sys.stderr)

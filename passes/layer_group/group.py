@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.chips.timing import Timing
+from tpuc.dialects.base import shape_of
 from tpuc.passes.layer_group.allocate import Allocation, Buffer, place
 from tpuc.passes.layer_group.cost import group_cycles
 from tpuc.passes.layer_group.layout import LocalLayout
@@ -81,6 +82,9 @@ def max_secs(graph: GroupGraph) -> Secs:
         extents = {dims(v)[AXIS_DIM[axis]] for v in tensors}
         if axis == "n" and len(extents) > 1:
             bounds.append(1)  # a batch that changes inside the group
+            continue
+        if axis == "w" and any(len(shape_of(v) or ()) > 4 for v in (*tensors, *graph.inputs)):
+            bounds.append(1)  # dims past the 4th fold into W: no strided window of a slice
             continue
         bound = min(min(extents), MAX_SECS)
         if axis == "w":
@@ -196,7 +200,7 @@ def _name(op: Operation) -> str:
 def _attempt(graph, secs, layout, wbytes):
     """Slices, timesteps, buffers, and whether they fit (with their
     allocation when it had to be computed to know)."""
-    slicing = infer(graph, secs)
+    slicing = infer(graph, secs, layout.float_slices)
     table = timesteps(graph, hold=secs.loop > 1)
     buffers = _buffers(graph, slicing, table, layout, wbytes)
     if sum(b.size for b in buffers) <= layout.lmem_bytes:

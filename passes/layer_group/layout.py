@@ -45,10 +45,13 @@ class LocalLayout:
     eu_bytes: int
     lmem_bytes: int  # per lane
     banks: int
+    float_slices: bool = False  # float GEMM convs may slice (not bit-exact: slicing.gemm_float)
 
     @staticmethod
-    def of(chip: Chip) -> LocalLayout:
-        return LocalLayout(chip.npu_num, chip.eu_bytes, chip.lmem_bytes, chip.lmem_banks)
+    def of(chip: Chip, float_slices: bool = False) -> LocalLayout:
+        return LocalLayout(
+            chip.npu_num, chip.eu_bytes, chip.lmem_bytes, chip.lmem_banks, float_slices
+        )
 
     @cached_property
     def bank_bytes(self) -> int:

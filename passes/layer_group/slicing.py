@@ -31,8 +31,11 @@ from tpuc.dialects.base import TensorOp
 from tpuc.passes.layer_group.rules import (
     AXIS_DIM,
     Range,
+    _memo,
     activations,
+    attr,
     dims,
+    int_kind,
     is_weight,
     rule_of,
 )
@@ -154,7 +157,9 @@ def _label(value: SSAValue) -> str:
     return str(value.name_hint or "value")
 
 
-def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> None:
+def _infer_axis(
+    graph: GroupGraph, axis: str, secs: int, slicing: Slicing, float_slices: bool
+) -> None:
     d = AXIS_DIM[axis]
     for k in range(secs):
         need: dict[SSAValue, Range] = {}
@@ -165,6 +170,8 @@ def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> No
         for pos in range(len(graph.ops) - 1, -1, -1):
             op = graph.ops[pos]
             out = need[op.results[0]]
+            if not float_slices and gemm_float(op):
+                out = _whole_gemm(op, axis, secs, out)
             slicing.held.setdefault(op.results[0], {}).setdefault(axis, []).append(out)
             for i, found in enumerate(rule_of(op).backward(op, axis, out)):  # type: ignore[union-attr]
                 if found is None:
@@ -174,6 +181,35 @@ def _infer_axis(graph: GroupGraph, axis: str, secs: int, slicing: Slicing) -> No
                 _need(graph, need, value, found, axis)
         for value in graph.inputs:
             slicing.held.setdefault(value, {}).setdefault(axis, []).append(need[value])
+
+
+def gemm_float(op: Operation) -> bool:
+    """A float convolution that the kernel library runs as BLAS GEMMs (not
+    depthwise): its float32 sums depend on the GEMM's shape, so a slice of
+    its output would not be bit-identical to the whole layer's."""
+    if not isinstance(op, tpu.Conv2DOp | tpu.DeconvOp):
+        return False
+    return _memo(("gemm_float", op), lambda: _gemm_float(op))  # type: ignore[return-value]
+
+
+def _gemm_float(op: Operation) -> bool:
+    if int_kind(op):
+        return False
+    channels = dims(op.operands[0])[1]
+    group = int(attr(op, "group", 1) or 1)
+    return not (group > 1 and group == channels == dims(op.results[0])[1])
+
+
+def _whole_gemm(op: Operation, axis: str, secs: int, out: Range) -> Range:
+    """A float GEMM convolution computes its whole output along `axis`
+    (consumers that read less read their part); sliced, the group is invalid."""
+    full = dims(op.results[0])[AXIS_DIM[axis]]
+    if secs > 1:
+        raise SliceError(
+            f"float convolution '{_label(op.results[0])}' cannot be sliced along {axis} "
+            "bit-exactly (its GEMM's float sums depend on the slice)"
+        )
+    return (0, full) if out != (0, full) else out
 
 
 def _need(graph: GroupGraph, need: dict[SSAValue, Range], value: SSAValue, found: Range, axis):
@@ -203,11 +239,12 @@ def _check(value: SSAValue, axis: str, ranges: list[Range]) -> None:
             raise SliceError(f"{axis} slice {k} of '{_label(value)}' makes no progress")
 
 
-def infer(graph: GroupGraph, secs: Secs) -> Slicing:
-    """The slices of every tensor of the group (SliceError when invalid)."""
+def infer(graph: GroupGraph, secs: Secs, float_slices: bool = False) -> Slicing:
+    """The slices of every tensor of the group (SliceError when invalid);
+    `float_slices`: float GEMM convs slice like the others (`gemm_float`)."""
     slicing = Slicing(secs, {}, {}, {})
     for axis in AXES:
-        _infer_axis(graph, axis, secs.of(axis), slicing)
+        _infer_axis(graph, axis, secs.of(axis), slicing, float_slices)
     for value, per_axis in slicing.held.items():
         for axis, ranges in per_axis.items():
             _check(value, axis, ranges)

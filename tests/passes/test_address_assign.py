@@ -159,10 +159,11 @@ def net(tmp_path_factory):
     return module, store
 
 
-def finalized(net, chip="bm1684x"):
+def finalized(net, chip="bm1684x", groups=False):
+    """The finalize stage on a copy; every op global unless `groups`."""
     module, store = net
     copy, copy_store = module.clone(), WeightStore(store)
-    finalize(copy, copy_store, chip)
+    finalize(copy, copy_store, chip, disable_layer_group=not groups)
     return copy, copy_store
 
 
@@ -240,6 +241,43 @@ def test_regions_alignment_and_reuse(net):
         )
     total = sum(-(-tensor_bytes(v) // 64) * 64 for v in activations)
     assert neuron_size < total / 2  # reuse (in place and by liveness)
+
+
+def test_layer_groups_place_only_what_lives_in_ddr(net):
+    module, _ = finalized(net, groups=True)
+    ops = [op for op in main_function(module).body.block.ops if not isinstance(op, func.ReturnOp)]
+    group = {
+        op: op.attributes["lg"].data["group"].value.data for op in ops if "lg" in op.attributes
+    }
+    assert group, "the net forms no layer group"
+    spans: dict[int, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op in group:
+            spans.setdefault(group[op], [i, i])[1] = i
+    ranges = live_ranges(module)
+    internal = 0
+    for value in list(ranges):
+        users = [u.operation for u in value.uses]
+        if value.owner in group and all(group.get(u) == group[value.owner] for u in users):
+            assert address_of(value) is None  # local memory only
+            del ranges[value]
+            internal += 1
+            continue
+        assert address_of(value) is not None
+        for g in {group[o] for o in (value.owner, *users) if o in group}:
+            start, end = ranges[value]
+            ranges[value] = (min(start, spans[g][0]), max(end, spans[g][1]))
+    assert internal > 0
+    values = list(ranges)
+    for i, a in enumerate(values):
+        for b in values[i + 1 :]:
+            (s1, e1), (s2, e2) = ranges[a], ranges[b]
+            if s1 > e2 or s2 > e1 or alias_root(a) is alias_root(b):
+                continue
+            lo_a, lo_b = address_of(a), address_of(b)
+            assert lo_a + tensor_bytes(a) <= lo_b or lo_b + tensor_bytes(b) <= lo_a, (a, b)
+    whole, _ = finalized(net)
+    assert module_attr(module, "neuron_size") <= module_attr(whole, "neuron_size")
 
 
 def test_multi_results_reshapes_and_signature(net):

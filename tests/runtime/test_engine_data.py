@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from layer_ids import layer_names
 from xdsl.dialects.builtin import TensorType, f16, f32
 
 from tpuc.dialects import top, tpu
@@ -305,7 +306,6 @@ def _interpreter_record(op):
 
 @pytest.mark.parametrize("mode", ["INT8", "F16", "F32"])
 def test_pad_gather_arg_deploy_bit_exact(select_mlir, tmp_path, mode):
-    import json
     from collections import Counter
 
     from tpuc.ir import body_ops, main_function
@@ -325,8 +325,7 @@ def test_pad_gather_arg_deploy_bit_exact(select_mlir, tmp_path, mode):
         for op in body_ops(main_function(module).body.block)
         if (n := getattr(op, "names", None))
     }
-    rows = json.loads(next(tmp_path.glob("select_*_tensor_location.json")).read_text())["tensors"]
-    names = {row["layer_id"]: row["name"] for row in rows}
+    names = layer_names(tmp_path, "select_*_final.mlir")
     seen = Counter()
     for _, steps in load_bmodel(tmp_path / "select.bmodel").subnets:
         for step in steps:

@@ -17,11 +17,12 @@ from tpuc.tools import model_deploy, model_runner
 
 @pytest.fixture(scope="module")
 def deployed(prepared, tmp_path_factory):  # noqa: F811
-    """The tiny CNN for bm1684x INT8, and what model_deploy printed."""
+    """The tiny CNN for bm1684x INT8, every op global, and what model_deploy printed."""
     out = tmp_path_factory.mktemp("profiled")
     argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1684x", "--quantize", "INT8"]
     argv += ["--calibration_table", str(prepared / "cnn_cali_table")]
     argv += ["--test_input", str(prepared / "cnn_in_f32.npz"), "--model", str(out / "cnn.bmodel")]
+    argv += ["--disable_layer_group"]
     import contextlib
     import io
 
@@ -52,6 +53,21 @@ def test_timeline_is_consistent(deployed):
     costs = layer_costs(profile)
     assert sum(c.cycles for c in costs) == profile.cycles
     assert profile.macs == (8 * 8 * 4 * 3 * 9) + (8 * 8 * 4 * 4 * 9) + 4 * 5
+
+
+def test_a_layer_group_overlaps_the_engines(prepared, deployed, tmp_path):  # noqa: F811
+    """With layer groups (the default) the TIU computes while the GDMA moves
+    slices: some TIU and GDMA spans overlap and the estimate drops."""
+    argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1684x", "--quantize", "INT8"]
+    argv += ["--calibration_table", str(prepared / "cnn_cali_table")]
+    assert model_deploy.run([*argv, "--model", str(tmp_path / "g.bmodel")]) == 0
+    grouped = estimate(load_bmodel_file(tmp_path / "g.bmodel"))
+    whole = estimate(load_bmodel_file(deployed[0] / "cnn.bmodel"))
+    assert grouped.cycles < whole.cycles
+    tiu = [(s.start, s.end) for s in grouped.timeline.spans if s.engine == ENGINE_TIU]
+    gdma = [(s.start, s.end) for s in grouped.timeline.spans if s.engine == ENGINE_GDMA]
+    assert any(a < d and c < b for a, b in tiu for c, d in gdma)
+    assert sum(c.cycles for c in layer_costs(grouped)) > grouped.cycles
 
 
 def test_model_runner_profile(prepared, deployed, tmp_path, capsys):  # noqa: F811

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 from tpuc.module_io import parse_module
 
+Q8 = "!quant.uniform<i8:f32, 0.1>"
+"""An integer element type: integer convolutions slice bit-exactly (float
+GEMM convolutions compute their whole output, see `layer_group.slicing`)."""
+
 
 def _t(shape, element="f32") -> str:
     return "tensor<" + "x".join(str(d) for d in shape) + f"x{element}>"

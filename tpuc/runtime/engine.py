@@ -22,7 +22,14 @@ import numpy as np
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
-from tpuc.isa.records import ENGINE_CPU, TENSOR_COEFF, TENSOR_QUANTIZED, Command, TensorRecord
+from tpuc.isa.records import (
+    ENGINE_CPU,
+    SPACE_LOCAL,
+    TENSOR_COEFF,
+    TENSOR_QUANTIZED,
+    Command,
+    TensorRecord,
+)
 from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
@@ -158,12 +165,21 @@ class EngineStep(Step):
         build = BUILDERS.get(opcode)
         if build is None:
             raise TpucError(f"{what}: {self.name} is not executable yet")
+        self.block = block
+        # per-channel values read while building (multipliers, shifts) are
+        # in local memory only once a layer group loaded them: build again
+        # when the step runs
+        self.rebuild = any(r.space == SPACE_LOCAL for r in command.operands)
         try:
             self.record, self.kernel, self.args = build(self, block)
         except (IndexError, ValueError, TypeError) as exc:
             raise TpucError(f"{what}: malformed {self.name}: {exc}") from None
 
     def run(self) -> list[np.ndarray]:
+        if self.rebuild:
+            self.record, self.kernel, self.args = BUILDERS[self.command.header.opcode](
+                self, self.block
+            )
         args = [self.read(i) for i in self.args]
         try:
             out = self.kernel(self.record, *args)

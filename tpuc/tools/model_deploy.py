@@ -10,11 +10,13 @@ Steps (each announced on one line):
    (real values), compare with --test_reference (default: the TOP
    interpreter on the same input) and, on failure, name the first layer in
    graph order below --tolerance;
-4. weight-reorder, subnet-divide, address-assign -> `<prefix>_final.mlir`
-   (addresses on the tensor types) and `_final_weight.npz`; codegen -> the
-   bmodel (--model) and `<prefix>_tensor_location.json`; print the bmodel's
-   estimated latency on the chip (tpuc.runtime.profile: µs, cycles, TIU and
-   GDMA busy shares);
+4. weight-reorder, subnet-divide, layer-group (--opt 1|2, off with
+   --disable_layer_group), address-assign -> `<prefix>_final.mlir`
+   (groups as `lg` attributes, addresses on the tensor types) and
+   `_final_weight.npz`; codegen -> the bmodel (--model) and
+   `<prefix>_tensor_location.json`; print the layer groups found (count,
+   ops per group, slices) and the bmodel's estimated latency on the chip
+   (tpuc.runtime.profile: µs, cycles, TIU and GDMA busy shares);
 5. with --test_input (unless --skip_validation): run the bmodel in the
    device simulator -> `<prefix>_model_outputs.npz`, which must equal the
    TPU interpreter's outputs bit for bit.
@@ -114,6 +116,19 @@ def build_parser():
         help="keep intermediate files (<prefix>_top_calibrated.mlir); per-tensor lines",
     )
     parser.add_argument(
+        "--opt",
+        type=int,
+        default=2,
+        choices=(1, 2),
+        help="layer-group search: 1 greedy (longest runs that fit), 2 dynamic programming "
+        "over cut points with the cycle model as cost (default 2)",
+    )
+    parser.add_argument(
+        "--disable_layer_group",
+        action="store_true",
+        help="no layer groups: every op is a global layer reading and writing DDR",
+    )
+    parser.add_argument(
         "--skip_validation",
         action="store_true",
         help="do not run the bmodel in the device simulator against the TPU interpreter",
@@ -139,6 +154,8 @@ class Request:
     model: Path
     debug: bool
     skip_validation: bool = False
+    opt: int = 2
+    disable_layer_group: bool = False
 
     @property
     def folder(self) -> Path:
@@ -183,6 +200,8 @@ def check_request(args) -> Request:
         model=model,
         debug=bool(args.debug),
         skip_validation=bool(args.skip_validation),
+        opt=int(args.opt),
+        disable_layer_group=bool(args.disable_layer_group),
     )
 
 
@@ -328,6 +347,7 @@ def deploy(req: Request) -> int:
             written.append(outputs)
             stages.done("save outputs")
         compiled = codegen(req, data, out, path, written)
+        say(f"layer groups: {group_summary(compiled.module)}")
         say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
         stages.done("codegen")
         if check is not None and not req.skip_validation:
@@ -359,8 +379,9 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     from tpuc.passes.codegen import locations_text
     from tpuc.pipeline import compile_bmodel
 
-    say("weight-reorder, subnet-divide, address-assign, codegen")
-    compiled = compile_bmodel(data.module, data.store, req.chip)
+    group = "layer-group disabled" if req.disable_layer_group else f"layer-group opt={req.opt}"
+    say(f"weight-reorder, subnet-divide, {group}, address-assign, codegen")
+    compiled = compile_bmodel(data.module, data.store, req.chip, req.opt, req.disable_layer_group)
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
     save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
     locations = path("_tensor_location.json")
@@ -368,6 +389,18 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     out.write_bytes(req.model, compiled.bmodel)
     written += [final_mlir, final_weights, locations, req.model]
     return compiled
+
+
+def group_summary(module) -> str:
+    """'3 (ops 5, 12, 2; slices n x h x w 1x1x1, 1x4x1, 1x1x1)' or 'none'."""
+    from tpuc.passes.codegen.groups import group_plans
+
+    plans = group_plans(module)
+    if not plans:
+        return "none (every op a global layer)"
+    ops = ", ".join(str(len(p["ops"])) for p in plans)
+    secs = ", ".join(f"{p['nsecs']}x{p['hsecs']}x{p['wsecs']}" for p in plans)
+    return f"{len(plans)} (ops {ops}; slices n x h x w {secs})"
 
 
 def estimate_latency(req: Request, bmodel: bytes) -> str:

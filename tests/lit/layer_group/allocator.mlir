@@ -8,7 +8,8 @@
 // (bank 7) is written while GDMA loads the next slice of x into banks 0-2.
 // r reuses x's bytes: x (loaded in the last timestep for the next slice) is
 // dead from c1's end until then.
-// RUN: tpuc-opt %s -p layer-group | filecheck %s
+// (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
+// RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 
 // CHECK: loads = [{tensor = "w2", ts = 1 : i64, stage = 1 : i64, held = true, addr = 25152 : i64, size = 576 : i64}, {tensor = "x", ts = 5 : i64, stage = 0 : i64, held = false, addr = 0 : i64, size = 9792 : i64
 // CHECK-SAME: {tensor = "w1", ts = 5 : i64, stage = 0 : i64, held = true, addr = 24576 : i64, size = 576 : i64}

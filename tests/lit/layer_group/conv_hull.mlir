@@ -4,7 +4,8 @@
 // hull, a reads all of it, and b records in `reads` the rows it reads of
 // what r holds (its offset into r's buffer is 0 in slice 0, 32 - 31 = 1 in
 // slice 1). Any other pair of consumers disagreeing invalidates the group.
-// RUN: tpuc-opt %s -p layer-group | filecheck %s
+// (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
+// RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 
 // CHECK: ops = ["r", "a", "b", "y"], nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64
 // CHECK: name = "r", lg = {{{.*}} h = [0 : i64, 33 : i64, 31 : i64, 33 : i64], w = [0 : i64, 96 : i64]}}

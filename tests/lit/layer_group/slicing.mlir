@@ -9,10 +9,11 @@
 // Top padding only applies to the slice starting at row 0 (its unclamped
 // start is -1 or -2), bottom padding only to the one ending at 96.
 // Ranges print as flat [start0, size0, start1, size1].
-// RUN: tpuc-opt %s -p layer-group | filecheck %s
+// (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
+// RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 // RUN: tpuc-opt %s -p 'layer-group{disable=true}' | filecheck %s --check-prefix=OFF
 // RUN: not tpuc-opt %s -p 'layer-group{opt=3}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: tpuc-opt %s -p 'layer-group{debug=true}' -o %t 2>&1 | filecheck %s --check-prefix=DEBUG
+// RUN: tpuc-opt %s -p 'layer-group{debug=true float_slices=true}' -o %t 2>&1 | filecheck %s --check-prefix=DEBUG
 
 // CHECK: module.layer_groups = [{id = 0 : i64, ops = ["c1", "r", "c2", "p", "s", "cat"], nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64, stages = 3 : i64
 // CHECK-SAME: loads = [{tensor = "w2", {{.*}} held = true{{.*}}}, {tensor = "x", {{.*}} h = [0 : i64, 50 : i64, 45 : i64, 51 : i64], w = [0 : i64, 96 : i64]}

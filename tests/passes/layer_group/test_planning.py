@@ -7,7 +7,7 @@ import itertools
 import random
 
 import pytest
-from lg_chains import Chain
+from lg_chains import Q8, Chain
 
 from tpuc.chips import get_chip
 from tpuc.ir import main_function
@@ -31,7 +31,8 @@ def ops_of(chain: Chain):
 
 
 def conv_chain(h=64, c=32) -> Chain:
-    chain = Chain((1, c, h, h), chip="cv183x")
+    """Integer convs of f32-sized planes: (2h)² int8 bytes = h² f32 bytes."""
+    chain = Chain((1, c, 2 * h, 2 * h), chip="cv183x", element=Q8)
     chain.conv(c, 3, 1, 1)
     chain.unary()
     chain.conv(c, 3, 1, 1)
@@ -71,10 +72,10 @@ def test_slice_counts_grow_n_first_then_h_then_w():
 
 
 def test_a_group_that_never_fits_is_invalid_and_the_search_splits_it():
-    chain = Chain((1, 64, 120, 120), chip="cv183x")
+    chain = Chain((1, 64, 240, 240), chip="cv183x", element=Q8)
     chain.conv(64, 3, 1, 1)
     chain.unary()
-    chain.pool(120, 1, 0, "Avg")  # global pooling: H and W cannot split
+    chain.pool(240, 1, 0, "Avg")  # global pooling: H and W cannot split
     ops = ops_of(chain)
     layout = LocalLayout.of(CV)
     with pytest.raises(GroupInvalid, match="does not fit"):
@@ -241,3 +242,12 @@ def test_buffers_that_fit_side_by_side_are_always_placed(seed):
             if a.live & b.live:
                 x, y = found.addresses[a.key], found.addresses[b.key]
                 assert x + a.size <= y or y + b.size <= x
+
+
+def test_w_does_not_split_when_dims_fold_into_it():
+    flat = Chain((1, 4, 8, 512))
+    flat.unary()
+    folded = Chain((1, 4, 8, 8, 64))  # rank 5: W is 8 x 64 folded
+    folded.unary()
+    assert group_module.max_secs(group_module.GroupGraph.of(ops_of(flat))).w == 8  # 2 KiB rows
+    assert group_module.max_secs(group_module.GroupGraph.of(ops_of(folded))).w == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from lg_chains import Chain
+from lg_chains import Q8, Chain
 
 from tpuc.ir import main_function
 from tpuc.passes.layer_group.rules import dims, reset_cache, why_global
@@ -37,7 +37,7 @@ def rows_read(out_start: int, out_size: int, k: int, s: int, p: int, d: int, siz
 
 def _random_chain(rng: random.Random) -> tuple[Chain, list[tuple[int, int, int, int]]]:
     h = rng.randint(12, 64)
-    chain = Chain((1, 4, h, h))
+    chain = Chain((1, 4, h, h), element=Q8)
     geometry = []
     for _ in range(rng.randint(1, 4)):
         size = chain.shapes[chain.count][2]
@@ -108,7 +108,7 @@ def test_consumers_needing_different_slices_invalidate_the_group():
 
 
 def test_conv_consumers_share_the_hull():
-    chain = Chain((1, 4, 32, 32))
+    chain = Chain((1, 4, 32, 32), element=Q8)
     chain.unary()
     chain.conv(4, 3, 1, 1)  # reads op1 with a halo
     chain.conv(4, 1, 1, 0, src=1)  # reads op1 without one
@@ -167,3 +167,21 @@ def test_transposed_conv_rows_are_exactly_the_inputs_that_reach_the_output(seed)
         assert got[0] <= min(reach) and max(reach) < got[0] + got[1]  # covers
         if d == 1:  # without dilation gaps the span is exact
             assert got == (min(reach), max(reach) - min(reach) + 1)
+
+
+def test_float_gemm_convs_compute_their_whole_output():
+    chain = Chain((1, 4, 12, 12))
+    chain.conv(4, 3, 1, 1)  # f32 GEMM conv: 12 rows
+    chain.pool(3, 2, 0)  # reads rows [0, 11) only
+    reset_cache()
+    graph = GroupGraph.of(layers(main_function(chain.module()).body.block))
+    slicing = infer(graph, Secs(1, 1, 1))
+    conv = graph.ops[0].results[0]
+    assert slicing.held[conv]["h"] == [(0, 12)]  # whole, not the 11 rows the pool reads
+    assert slicing.reads[1, 0]["h"] == [(0, 11)]
+    with pytest.raises(SliceError, match="float convolution 'op1' cannot be sliced along h"):
+        infer(graph, Secs(1, 2, 1))
+    depthwise = Chain((1, 4, 12, 12))
+    depthwise.conv(4, 3, 1, 1, group=4)  # per-tap sums: slices are exact
+    reset_cache()
+    infer(GroupGraph.of(layers(main_function(depthwise.module()).body.block)), Secs(1, 2, 1))
