@@ -161,7 +161,8 @@ class ConcatRule(LocalRule):
 
 @local_rule(tpu.UpsampleOp)
 class UpsampleRule(LocalRule):
-    """Nearest upsampling by integer factors: output row o reads row o // s."""
+    """Nearest upsampling by integer factors: output row o reads row o // s;
+    H/W slices start and end on multiples of the factor."""
 
     def refuse(self, op: Operation) -> str | None:
         return None if len(shape_of(op.results[0]) or ()) == 4 else "not 4-D"
@@ -170,8 +171,11 @@ class UpsampleRule(LocalRule):
         if axis == "n":
             return [out]
         s = attr(op, "scale_h" if axis == "h" else "scale_w", 1)
-        first, last = out[0] // s, (out[0] + out[1] - 1) // s
-        return [(first, last - first + 1)]
+        if out[0] % s or (out[0] + out[1]) % s:
+            # a slice must hold whole repeats: one strided copy writes s rows
+            # per input row, so a misaligned slice is invalid (empty range)
+            return [(out[0] // s, 0)]
+        return [(out[0] // s, out[1] // s)]
 
 
 @local_rule(tpu.LutOp)

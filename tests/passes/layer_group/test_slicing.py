@@ -185,3 +185,19 @@ def test_float_gemm_convs_compute_their_whole_output():
     depthwise.conv(4, 3, 1, 1, group=4)  # per-tap sums: slices are exact
     reset_cache()
     infer(GroupGraph.of(layers(main_function(depthwise.module()).body.block)), Secs(1, 2, 1))
+
+
+def test_upsample_slices_hold_whole_repeats(monkeypatch):
+    """Output row o of a nearest upsample by s reads input row o // s; a slice
+    that starts or ends inside a repeat cannot be one strided copy, so its
+    backward range is empty (the slicing is invalid and the planner moves on)."""
+    from tpuc.passes.layer_group import rules_ops
+
+    scale = {"scale_h": 2, "scale_w": 3}
+    monkeypatch.setattr(rules_ops, "attr", lambda _op, key, default=None: scale[key])
+    rule = rules_ops.UpsampleRule()
+    assert rule.backward(None, "h", (4, 6)) == [(2, 3)]
+    assert rule.backward(None, "w", (6, 9)) == [(2, 3)]
+    assert rule.backward(None, "h", (3, 6))[0][1] == 0  # starts inside a repeat
+    assert rule.backward(None, "h", (4, 5))[0][1] == 0  # ends inside one
+    assert rule.backward(None, "n", (1, 2)) == [(1, 2)]
