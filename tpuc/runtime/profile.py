@@ -144,7 +144,14 @@ class LayerCost:
 
     @property
     def cycles(self) -> int:
+        """From its first phase's start to its last phase's end (in a
+        pipelined layer group this spans the whole group)."""
         return self.end - self.start
+
+    @property
+    def busy(self) -> int:
+        """Engine cycles spent on the layer's own commands."""
+        return self.tiu + self.gdma
 
 
 def layer_costs(profile: Profile, names: Mapping[int, str] | None = None) -> list[LayerCost]:
@@ -158,6 +165,8 @@ def layer_costs(profile: Profile, names: Mapping[int, str] | None = None) -> lis
         cost = layers.setdefault(key, LayerCost(tag.layer_id, name, tag.op, span.start, span.end))
         cost.start, cost.end = min(cost.start, span.start), max(cost.end, span.end)
         if span.engine == ENGINE_TIU:
+            if cost.tiu == 0 and span.task.unit is not Unit.DMA:
+                cost.op = tag.op  # a layer is named by its compute, not its loads
             cost.tiu += span.cycles
         else:
             cost.gdma += span.cycles
@@ -215,17 +224,19 @@ def profile_document(profile: Profile, names: Mapping[int, str] | None = None) -
 
 
 def top_layers(profile: Profile, names: Mapping[int, str] | None = None, count: int = 10):
-    """The `count` layers that take longest, as table lines."""
-    costs = sorted(layer_costs(profile, names), key=lambda c: (-c.cycles, c.start))[:count]
+    """The `count` layers whose commands keep the engines busiest, as table
+    lines (a grouped layer's span overlaps its neighbours', so busy cycles
+    rank the layers; `share` is of the whole estimate)."""
+    costs = sorted(layer_costs(profile, names), key=lambda c: (-c.busy, c.start))[:count]
     width = max([5, *(len(c.name) for c in costs)])
     lines = [
-        f"{'layer':{width}}  {'op':16} {'cycles':>10} {'share':>6} {'TIU':>9} {'GDMA':>9} "
+        f"{'layer':{width}}  {'op':16} {'busy':>10} {'share':>6} {'TIU':>9} {'GDMA':>9} "
         f"{'MACs':>13} {'elements':>11} {'DMA bytes':>11}"
     ]
     for c in costs:
-        share = c.cycles / profile.cycles if profile.cycles else 0.0
+        share = c.busy / profile.cycles if profile.cycles else 0.0
         lines.append(
-            f"{c.name:{width}}  {c.op:16} {c.cycles:>10,} {share:>6.1%} {c.tiu:>9,} "
+            f"{c.name:{width}}  {c.op:16} {c.busy:>10,} {share:>6.1%} {c.tiu:>9,} "
             f"{c.gdma:>9,} {c.macs:>13,} {c.elements:>11,} {c.dma_bytes:>11,}"
         )
     return lines
