@@ -19,11 +19,16 @@ from collections.abc import Callable
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tpuc.dialects import top
-from tpuc.dialects.base import TensorOp, from_attr
+from tpuc.dialects.base import TensorOp
 from tpuc.dialects.traits import FusesRelu, with_trait
-from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
+from tpuc.passes.canonicalize.common import (
+    absorb,
+    is_pre_quantized,
+    merged_limit,
+    only_user_is,
+    producer,
+)
 from tpuc.registry import Registry
-from tpuc.weights import module_of
 
 FUSES_RELU = with_trait(top.TOP_OPS, FusesRelu)
 """Ops whose kernels apply `do_relu`/`relu_limit` to their output."""
@@ -77,13 +82,6 @@ class FuseRelu(RewritePattern):
         former.set_value("do_relu", True)
         former.set_value("relu_limit", limit)
         absorb(rewriter, former, op)
-
-
-def is_pre_quantized(op: TensorOp) -> bool:
-    """Whether `op` is in a module whose tensors carry the model's own
-    quantization (every tensor boundary is a requantization point)."""
-    attr = module_of(op).attributes.get("module.pre_quantized")
-    return attr is not None and bool(from_attr(attr))
 
 
 PATTERNS: list[RewritePattern] = [FuseRelu()]

@@ -253,3 +253,34 @@ def test_prequantized_conv_relu_keeps_both_requantizations(tmp_path):
     ref = run_tflite(str(path), {"x": x})["y"]
     lsb = np.abs(np.round((tpu - ref) / s_out))
     assert float(np.mean(lsb == 0)) == 1.0, (float(np.mean(lsb == 0)), float(lsb.max()))
+
+
+def test_prequantized_requantize_is_kept_and_rounds_as_tflite(tmp_path):
+    """QUANTIZE int8 -> int8 at another scale (opcodes written as
+    ai-edge-quantizer does: builtin_code only) is a requantization point:
+    an AddConst 0 in TOP, TFLite's Requantize as a table in INT8; every
+    element equals LiteRT's."""
+    s1, s2 = 0.0371, 0.0517
+    tensors = [
+        T("x", [1, 4, 8, 3]),
+        T("xq", [1, 4, 8, 3], type=INT8, scale=[s1], zero_point=[3]),
+        T("yq", [1, 4, 8, 3], type=INT8, scale=[s2], zero_point=[-7]),
+        T("y", [1, 4, 8, 3]),
+    ]
+    ops = [Op("QUANTIZE", [0], [1]), Op("QUANTIZE", [1], [2]), Op("DEQUANTIZE", [2], [3])]
+    path = tmp_path / "q.tflite"
+    path.write_bytes(build(tensors, ops, [0], [3], new_codes_only=True))
+    x = RNG.uniform(-5, 5, (1, 4, 8, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    argv = ["--model_name", "q", "--model_def", str(path), "--test_input",
+            str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "q.mlir"),
+            "--tolerance", "0.9,0.5"]  # fmt: skip
+    assert model_transform.run(argv) == 0
+    assert "top.AddConst" in (tmp_path / "q.mlir").read_text()
+    argv = ["--mlir", str(tmp_path / "q.mlir"), "--chip", "bm1684x", "--quantize", "INT8",
+            "--test_input", str(tmp_path / "q_in_f32.npz"), "--tolerance", "0.9,0.5",
+            "--model", str(tmp_path / "q.bmodel")]  # fmt: skip
+    assert model_deploy.run(argv) == 0
+    tpu = np.load(next(tmp_path.glob("q_bm1684x_int8_asym_tpu_outputs.npz")))["y"]
+    ref = run_tflite(str(path), {"x": x})["y"]
+    assert float(np.mean(np.abs(np.round((tpu - ref) / s2)) == 0)) == 1.0
