@@ -22,14 +22,14 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
-from tpuc.dialects.base import TensorOp, from_attr
+from tpuc.dialects.base import TensorOp
 from tpuc.errors import TpucError
 from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, round_half_away
+from tpuc.passes.canonicalize.common import is_pre_quantized
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
 from tpuc.pool_geometry import PoolGeometry
-from tpuc.weights import module_of
 
 INT8 = ("INT8",)
 QMAX_W = 127
@@ -101,20 +101,13 @@ def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
     element = lw.float_epilogue()
     if element is None:
         attrs = requant_attrs(lw, np.asarray(s_acc) / lw.out_quant(0).scale)
-        if lw.chip.multiplier_bits == 32 and pre_quantized(lw.op):
+        if lw.chip.multiplier_bits == 32 and is_pre_quantized(lw.op):
+            # a TFLite model's own scales: its runtime's double rounding,
+            # which the chip's 32-bit requant also offers (one rounding
+            # differs in ~0.5% of the elements, then grows with depth)
             attrs["round_mode"] = "DoubleRound"
         return {"attrs": attrs}
     return {"attrs": requant_attrs(lw, s_acc), "result_types": [lw.result_type(0, element)]}
-
-
-def pre_quantized(op: Operation) -> bool:
-    """A module with the model's own quantization (a pre-quantized TFLite
-    model): its convolutions and matmuls requantize as the model's runtime
-    does, TFLite's double rounding, which the chip's 32-bit requant also
-    offers; one rounding differs in ~0.5% of the elements, and each such
-    LSB grows through the layers after it."""
-    attr = module_of(op).attributes.get("module.pre_quantized")
-    return attr is not None and bool(from_attr(attr))
 
 
 def channel_vector(lw: Lowering, b: np.ndarray, channels: int, what: str) -> np.ndarray:
