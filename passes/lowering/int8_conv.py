@@ -94,13 +94,24 @@ def _multiplier_rshift(scale: float, bits: int) -> tuple[int, int]:
     return multiplier_rshift(scale, bits)
 
 
+def model_scale(lw: Lowering, scale):
+    """In a pre-quantized module, a scale rounded to the float32 the model
+    stores (tpuc's come back from ranges and absmax/127 within a few ulps):
+    the 31-bit multipliers then equal TFLite's, which computes them in
+    double from the float32 scales."""
+    if not is_pre_quantized(lw.op):
+        return scale
+    return np.asarray(scale, np.float64).astype(np.float32).astype(np.float64)
+
+
 def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
     """`build` arguments for the accumulator at real scales `s_acc`:
     requantized to the output's int8 scale, or (`Lowering.float_epilogue`)
     dequantized straight to the float type its readers run in."""
     element = lw.float_epilogue()
     if element is None:
-        attrs = requant_attrs(lw, np.asarray(s_acc) / lw.out_quant(0).scale)
+        s_out = model_scale(lw, lw.out_quant(0).scale)
+        attrs = requant_attrs(lw, np.asarray(s_acc) / s_out)
         if lw.chip.multiplier_bits == 32 and is_pre_quantized(lw.op):
             # a TFLite model's own scales: its runtime's double rounding,
             # which the chip's 32-bit requant also offers (one rounding
@@ -194,13 +205,14 @@ def conv_like(lw: Lowering, cls: type[TensorOp], channel_axes: Sequence[int], vi
     filter so that `channel_axes` (ascending) enumerate the output channels
     in order; the int8 filter is stored in the original layout."""
     x = lw.operand(0)
-    s_in = lw.quant(0).scale
+    s_in = float(model_scale(lw, lw.quant(0).scale))
     w = lw.weight(1)
     wv = view(w)
     absmax = channel_absmax(wv, channel_axes)
     channels = absmax.size
     bound = bias_bound(lw, 2, channels, s_in)
     scale = weight_scales(absmax, None if bound is None else bound.reshape(absmax.shape))
+    scale = model_scale(lw, scale)
     q_w = quantize_weight(wv, scale).reshape(w.shape)
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", q_w, "int8")
@@ -263,7 +275,7 @@ def matmul_weight(lw: Lowering) -> Operation:
     """Right weight [..., K, N] ([..., N, K] when right_transpose): one
     scale per column n, shared by all batches."""
     x = lw.operand(0)
-    s_in = lw.quant(0).scale
+    s_in = float(model_scale(lw, lw.quant(0).scale))
     w = lw.weight(1)
     axis = w.ndim - 2 if lw.op.value("right_transpose") else w.ndim - 1
     absmax = channel_absmax(w, (axis,))
@@ -274,7 +286,7 @@ def matmul_weight(lw: Lowering) -> Operation:
         bound = np.abs(b).reshape(-1, columns).max(axis=0) / s_in
     shape = [1] * w.ndim
     shape[axis] = columns
-    scale = weight_scales(absmax, None if bound is None else bound.reshape(shape))
+    scale = model_scale(lw, weight_scales(absmax, None if bound is None else bound.reshape(shape)))
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", quantize_weight(w, scale), "int8")
     if b is not None:
