@@ -104,6 +104,24 @@ def model_scale(lw: Lowering, scale):
     return np.asarray(scale, np.float64).astype(np.float32).astype(np.float64)
 
 
+def model_weight_scales(lw: Lowering, w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """In a pre-quantized module, the weight scales that give back the
+    model's own int8 weights: absmax/127 per channel (rounded to float32)
+    when they reproduce every dequantized value exactly, else one scale for
+    the whole tensor (a per-tensor quantized filter, whose channels do not
+    all reach ±127) when that does."""
+    scale = model_scale(lw, scale)
+    if not is_pre_quantized(lw.op) or _reproduces(w, scale):
+        return scale
+    whole = model_scale(lw, np.full_like(scale, float(np.abs(w).max(initial=0.0)) / QMAX_W))
+    return whole if whole.size and whole.flat[0] > 0 and _reproduces(w, whole) else scale
+
+
+def _reproduces(w: np.ndarray, scale: np.ndarray) -> bool:
+    q = np.clip(round_half_away(w.astype(np.float64) / scale), -QMAX_W, QMAX_W)
+    return bool(np.array_equal((q * scale).astype(np.float32), w.astype(np.float32)))
+
+
 def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
     """`build` arguments for the accumulator at real scales `s_acc`:
     requantized to the output's int8 scale, or (`Lowering.float_epilogue`)
@@ -212,7 +230,7 @@ def conv_like(lw: Lowering, cls: type[TensorOp], channel_axes: Sequence[int], vi
     channels = absmax.size
     bound = bias_bound(lw, 2, channels, s_in)
     scale = weight_scales(absmax, None if bound is None else bound.reshape(absmax.shape))
-    scale = model_scale(lw, scale)
+    scale = model_weight_scales(lw, wv, scale)
     q_w = quantize_weight(wv, scale).reshape(w.shape)
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", q_w, "int8")
@@ -286,7 +304,8 @@ def matmul_weight(lw: Lowering) -> Operation:
         bound = np.abs(b).reshape(-1, columns).max(axis=0) / s_in
     shape = [1] * w.ndim
     shape[axis] = columns
-    scale = model_scale(lw, weight_scales(absmax, None if bound is None else bound.reshape(shape)))
+    scale = weight_scales(absmax, None if bound is None else bound.reshape(shape))
+    scale = model_weight_scales(lw, w, scale)
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", quantize_weight(w, scale), "int8")
     if b is not None:
