@@ -9,6 +9,7 @@ Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.ir import SSAValue
 
 from tpuc.dialects import top, tpu
@@ -116,8 +117,17 @@ def lower_mul(lw: Lowering):
     |acc| <= 255² < 2^16."""
     (a, qa), (b, qb) = read_int8(lw, 0), read_int8(lw, 1)
     out = lw.out_quant()
-    multiplier, rshift = multiplier_rshift(qa.scale * qb.scale / out.scale, lw.chip.multiplier_bits)
-    return lw.build(tpu.MulOp, [a, b], requant_attrs(lw, [multiplier], [rshift]))
+    scales = [qa.scale, qb.scale, out.scale]
+    pre_quantized = is_pre_quantized(lw.op) and lw.chip.multiplier_bits == 32
+    if pre_quantized:  # TFLite's MUL: the model's float32 scales, its double rounding
+        scales = [float(np.float32(s)) for s in scales]
+    multiplier, rshift = multiplier_rshift(
+        scales[0] * scales[1] / scales[2], lw.chip.multiplier_bits
+    )
+    attrs = requant_attrs(lw, [multiplier], [rshift])
+    if pre_quantized:
+        attrs["round_mode"] = "DoubleRound"
+    return lw.build(tpu.MulOp, [a, b], attrs)
 
 
 # --- Concat ---------------------------------------------------------------------------------
