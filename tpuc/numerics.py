@@ -250,7 +250,9 @@ def requantize(acc, multiplier, rshift, mode: str = "HalfAwayFromZero") -> np.nd
     product exact). multiplier/rshift broadcast against acc (per channel)."""
     if mode == "DoubleRound":
         shift = 31 - np.asarray(rshift, np.int64)
-        acc32 = np.clip(np.asarray(acc, np.int64), INT32_MIN, INT32_MAX)
+        # an int32 accumulator wraps (a saturated INT32_MIN bias plus a
+        # negative sum, as ai-edge-quantizer writes for all-zero channels)
+        acc32 = (np.asarray(acc, np.int64) - INT32_MIN) % (1 << 32) + INT32_MIN
         return multiply_by_quantized_multiplier(acc32, multiplier, shift)
     product = np.asarray(acc, np.int64) * np.asarray(multiplier, np.int64)
     r = np.asarray(rshift, np.int64)

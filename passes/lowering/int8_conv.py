@@ -228,7 +228,7 @@ def conv_like(lw: Lowering, cls: type[TensorOp], channel_axes: Sequence[int], vi
     wv = view(w)
     absmax = channel_absmax(wv, channel_axes)
     channels = absmax.size
-    bound = bias_bound(lw, 2, channels, s_in)
+    bound = None if is_pre_quantized(lw.op) else bias_bound(lw, 2, channels, s_in)
     scale = weight_scales(absmax, None if bound is None else bound.reshape(absmax.shape))
     scale = model_weight_scales(lw, wv, scale)
     q_w = quantize_weight(wv, scale).reshape(w.shape)
@@ -304,6 +304,8 @@ def matmul_weight(lw: Lowering) -> Operation:
         bound = np.abs(b).reshape(-1, columns).max(axis=0) / s_in
     shape = [1] * w.ndim
     shape[axis] = columns
+    if is_pre_quantized(lw.op):
+        bound = None  # the model's scales, its int32 biases as they are
     scale = weight_scales(absmax, None if bound is None else bound.reshape(shape))
     scale = model_weight_scales(lw, w, scale)
     s_w = scale.reshape(-1)
