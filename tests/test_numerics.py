@@ -172,3 +172,17 @@ def test_f64_to_half_rounds_once():
     assert f64_to_bf16(x).tolist() == [1 + 2**-7, -(1 + 2**-7), 1.0]
     y = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11, 70000.0])
     assert f64_to_f16(y).tolist() == [1 + 2**-10, 1.0, np.inf]
+
+
+def test_requantize_double_round_is_tflites_multiply_by_quantized_multiplier():
+    """DoubleRound (pre-quantized TFLite models) rounds the high half of
+    acc·M, then shifts by rshift − 31 rounding again: -4968·(2/3)/32 is
+    -103.4999.. (one rounding: -103) but -103.5 after the high multiply
+    (TFLite: -104)."""
+    from tpuc.numerics import requantize
+
+    acc = np.arange(-5000, 5000)
+    got = requantize(acc, 1431655765, 36, "DoubleRound")
+    np.testing.assert_array_equal(got, multiply_by_quantized_multiplier(acc, 1431655765, -5))
+    assert int(requantize(np.array([-4968]), 1431655765, 36, "DoubleRound")[0]) == -104
+    assert int(requantize(np.array([-4968]), 1431655765, 36)[0]) == -103

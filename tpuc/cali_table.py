@@ -71,9 +71,13 @@ def format_table(
     samples: int,
     tune_num: int,
     generated: str | None = None,
+    exact: bool = False,
 ) -> str:
     """The table as tpu-mlir 1.30.2 writes it. `generated` (a time) is only
-    written when given, so two runs without it give identical bytes."""
+    written when given, so two runs without it give identical bytes.
+    `exact`: thresholds and ranges as the shortest text that reads back
+    exactly instead of 7 decimals (a pre-quantized model's own scales: 7
+    decimals move a 31-bit requant multiplier by up to ~10^-7 relative)."""
     lines = [f"# mlir version: tpuc {_version()}", f"# mlir: {os.path.basename(mlir)}"]
     if generated is not None:
         lines.append(f"# genetated time: {generated}")  # sic: TPU-MLIR's spelling
@@ -86,7 +90,7 @@ def format_table(
         "###",
         COLUMNS_LINE,
     ]
-    lines += [_entry_line(name, entry) for name, entry in table.entries.items()]
+    lines += [_entry_line(name, entry, exact) for name, entry in table.entries.items()]
     if table.int4_thresholds:
         lines.append(INT4_MARKER)
         lines += [_entry_line(name, entry) for name, entry in table.int4_thresholds.items()]
@@ -108,11 +112,12 @@ def _version() -> str:
         return "dev"
 
 
-def _entry_line(name: str, entry: CaliEntry) -> str:
+def _entry_line(name: str, entry: CaliEntry, exact: bool = False) -> str:
     problem = _entry_problem(entry)
     if problem:
         raise TpucError(f"calibration table: tensor '{name}': {problem}")
-    values = " ".join(_fixed7(v) for v in (entry.threshold, entry.min, entry.max))
+    text = _exact if exact else _fixed7
+    values = " ".join(text(v) for v in (entry.threshold, entry.min, entry.max))
     return f"{_checked_name(name)} {values}"
 
 
@@ -121,6 +126,10 @@ def _scale_line(name: str, scales: list[float]) -> str:
         raise TpucError(f"calibration table: weight '{name}' has a non-finite scale")
     # repr: shortest text that reads back exactly (small QAT scales need more than 7 decimals)
     return " ".join([_checked_name(name), str(len(scales)), *(repr(float(s)) for s in scales)])
+
+
+def _exact(value: float) -> str:
+    return repr(float(value) + 0.0)  # + 0.0: no "-0.0"
 
 
 def _fixed7(value: float) -> str:

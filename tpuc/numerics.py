@@ -176,9 +176,12 @@ the same modes as a right shift's (`ROUND_MODES`)."""
 
 # --- multiplier/rshift requantization (the TPU's integer rescale) -------------------------
 
-ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down")
+ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down", "DoubleRound")
 """Rounding of a right shift: ties away from zero (the chip's default), ties
-toward +inf, ties to even, and floor (a plain arithmetic shift)."""
+toward +inf, ties to even, and floor (a plain arithmetic shift). A requant
+also takes DoubleRound: TFLite's MultiplyByQuantizedMultiplier (the rounded
+high half of acc·M, then a rounding shift by rshift − 31; TPU-MLIR's
+RequantMode TFLite), for pre-quantized TFLite models with 31-bit multipliers."""
 
 
 def multiplier_rshift(scale: float, bits: int = 32) -> tuple[int, int]:
@@ -245,6 +248,12 @@ def rounding_rshift(x, rshift, mode: str = "HalfAwayFromZero") -> np.ndarray:
 def requantize(acc, multiplier, rshift, mode: str = "HalfAwayFromZero") -> np.ndarray:
     """round(acc · multiplier / 2^rshift) in int64 (|acc|, |M| < 2^31 keep the
     product exact). multiplier/rshift broadcast against acc (per channel)."""
+    if mode == "DoubleRound":
+        shift = 31 - np.asarray(rshift, np.int64)
+        # an int32 accumulator wraps (a saturated INT32_MIN bias plus a
+        # negative sum, as ai-edge-quantizer writes for all-zero channels)
+        acc32 = (np.asarray(acc, np.int64) - INT32_MIN) % (1 << 32) + INT32_MIN
+        return multiply_by_quantized_multiplier(acc32, multiplier, shift)
     product = np.asarray(acc, np.int64) * np.asarray(multiplier, np.int64)
     r = np.asarray(rshift, np.int64)
     in_place = product.ndim > 0 and product.shape == np.broadcast(product, r).shape

@@ -22,7 +22,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from tpuc.dialects import top
-from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
+from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type, to_attr
 from tpuc.dialects.top.base import ReluFusedOp
 from tpuc.dialects.top.shape_infer import infer_op_shapes
 from tpuc.errors import TpucError, UnsupportedOpsError
@@ -71,7 +71,10 @@ def convert_tflite(
     module = cv.finish(model_name, outputs)
     from tpuc.frontends.tflite.quant import tensor_ranges
 
-    return module, cv.weights, cv.ref_keys, tensor_ranges(cv)
+    ranges = tensor_ranges(cv)
+    if ranges:  # canonicalize then keeps the model's requantization points
+        module.attributes["module.pre_quantized"] = to_attr(True)
+    return module, cv.weights, cv.ref_keys, ranges
 
 
 def _same(model: TModel, shapes: list[list[int]]) -> bool:
@@ -194,6 +197,9 @@ class TfliteConverter:
         self.trust_shapes = trust_shapes
         self.values: dict[int, SSAValue] = {}
         self.nhwc_values: dict[int, SSAValue] = {}
+        # TFLite tensor -> TOP value before a fused activation TOP cannot
+        # fuse into the op (same scale in a pre-quantized model)
+        self.pre_act: dict[int, SSAValue] = {}
         self.consts: dict[int, np.ndarray] = {
             t.index: _real(t) for t in model.tensors if t.data is not None
         }
@@ -430,6 +436,7 @@ class TfliteConverter:
         else:
             value = self.emit_temp(cls, operands, f"{name}_{cls.name[4:]}", attrs, shape)
         if not last:
+            self.pre_act[out] = value
             if act_name in ("RELU", "RELU6"):
                 limit = 6.0 if act_name == "RELU6" else -1.0
                 value = self.emit_temp(top.ReluOp, [value], name, {"relu_limit": limit})

@@ -156,4 +156,20 @@ def convert_real_identity(cv: TfliteConverter, op: TOperator) -> None:
     )
     if not real:
         raise cv.error(op, f"{src.type_name} -> {dst.type_name} is not supported")
+    if _requantizes(src, dst):
+        # a requantization point of the model: AddConst 0 (real identity),
+        # which canonicalize keeps in a pre-quantized module
+        cv.emit(top.AddConstOp, [cv.value(op.inputs[0])], op.outputs[0], {"const_val": 0.0})
+        return
     cv.bind(op.outputs[0], cv.value(op.inputs[0]))
+
+
+def _requantizes(src, dst) -> bool:
+    """QUANTIZE from a per-tensor quantized tensor to other parameters."""
+    quantized = all(t.quantized and t.scales.size == 1 for t in (src, dst))
+    if not quantized or src.data is not None:
+        return False
+    return (float(src.scales[0]), int(src.zero_points[0])) != (
+        float(dst.scales[0]),
+        int(dst.zero_points[0]),
+    ) or src.type_name != dst.type_name

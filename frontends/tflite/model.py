@@ -152,7 +152,7 @@ def _read(path: str, buf: bytes) -> TModel:
     codes = []
     for i in range(model.OperatorCodesLength()):
         oc = model.OperatorCodes(i)
-        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        code = max(_builtin_code(oc), int(oc.DeprecatedBuiltinCode()))
         custom = oc.CustomCode()
         codes.append((names.get(code, f"BUILTIN_{code}"), custom.decode() if custom else None))
     options = _options_classes()
@@ -162,6 +162,20 @@ def _read(path: str, buf: bytes) -> TModel:
     if not outputs:
         raise TpucError(f"{path}: not a valid TFLite model (the subgraph has no outputs)")
     return TModel(path, tensors, ops, inputs, outputs, count)
+
+
+def _builtin_code(oc) -> int:
+    """The raw `builtin_code` field (int32, vtable slot 3). The `tflite`
+    package's BuiltinCode() returns the deprecated int8 field whenever the
+    new one is below 127, so an op code written with builtin_code 114
+    (QUANTIZE) and deprecated_builtin_code 0, as ai-edge-quantizer writes
+    it, would read as ADD; LiteRT takes max(builtin_code, deprecated)."""
+    import flatbuffers
+
+    offset = oc._tab.Offset(10)
+    if offset == 0:
+        return 0
+    return int(oc._tab.Get(flatbuffers.number_types.Int32Flags, offset + oc._tab.Pos))
 
 
 def _operator(op, index: int, codes, options) -> TOperator:

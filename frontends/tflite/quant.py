@@ -7,7 +7,9 @@ table model_transform writes next to it (`module.cali_table`), so that
 `model_deploy.py --quantize INT8` needs no run_calibration. Each activation
 quantized with scale s and zero point zp over [qmin, qmax] gets the range
 [(qmin - zp)·s, (qmax - zp)·s], which tpuc's asymmetric INT8 maps back to the
-same s and zp; a tensor tpuc adds (a layout permute) or a canonicalized op
+same s and zp; the value before a fused activation TOP keeps as its own op
+takes the output's range (TFLite clamps in the output's quantization); a
+tensor tpuc adds (a layout permute) or a canonicalized op
 whose name no TFLite tensor has takes the range of its first operand.
 """
 
@@ -26,7 +28,7 @@ def tensor_ranges(cv) -> dict[str, tuple[float, float]]:
     """TOP tensor name -> real range, for the values that stand for a
     per-tensor quantized TFLite activation."""
     out: dict[str, tuple[float, float]] = {}
-    for table in (cv.values, cv.nhwc_values):
+    for table in (cv.values, cv.nhwc_values, cv.pre_act):
         for index, value in table.items():
             t = cv.model.tensor(index)
             storage = STORAGE.get(t.type_name)

@@ -67,6 +67,10 @@ class OpCanonicalization(RewritePattern):
         self.appliers: dict[type[Operation], GreedyRewritePatternApplier | None] = {}
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        from tpuc.passes.canonicalize.common import is_requant_point
+
+        if is_requant_point(op):  # a pre-quantized model's requantization stays
+            return
         kind = type(op)
         if kind not in self.appliers:
             self.appliers[kind] = _applier(kind)

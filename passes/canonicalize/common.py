@@ -18,8 +18,8 @@ from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from tpuc.dialects.base import TensorOp, shape_of
-from tpuc.dialects.top import InputOp, NoneOp, WeightOp
+from tpuc.dialects.base import TensorOp, from_attr, shape_of
+from tpuc.dialects.top import AddConstOp, InputOp, NoneOp, WeightOp
 from tpuc.weights import create_weight, module_of, read_weight, weights_of
 
 OpT = TypeVar("OpT", bound=Operation)
@@ -178,3 +178,18 @@ def take_relu(target: TensorOp, source: TensorOp) -> None:
     if source.value("do_relu"):
         target.set_value("do_relu", True)
         target.set_value("relu_limit", float(source.value("relu_limit")))
+
+
+def is_pre_quantized(op: Operation) -> bool:
+    """Whether `op` is in a module whose tensors carry the model's own
+    quantization (`module.pre_quantized`, set by the TFLite frontend): every
+    tensor between two ops is then a requantization point of the model."""
+    attr = module_of(op).attributes.get("module.pre_quantized")
+    return attr is not None and bool(from_attr(attr))
+
+
+def is_requant_point(op: Operation) -> bool:
+    """An AddConst of 0 in a pre-quantized module: the frontend's form of a
+    requantizing QUANTIZE (int8 to int8 at another scale), kept as an op so
+    that INT8 rounds there as the model does."""
+    return isinstance(op, AddConstOp) and op.value("const_val") == 0.0 and is_pre_quantized(op)

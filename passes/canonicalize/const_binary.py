@@ -11,6 +11,7 @@ from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of
 from tpuc.passes.canonicalize.common import (
     constant,
+    is_requant_point,
     producer,
     relu_attrs,
     scalar,
@@ -62,7 +63,7 @@ class MergeConstChain(RewritePattern):
         if merge is None:
             return
         inner = producer(op.operands[0], type(op))
-        if inner is None or inner.value("do_relu"):
+        if inner is None or inner.value("do_relu") or is_requant_point(inner):
             return
         combined = merge(float(inner.value("const_val")), float(op.value("const_val")))
         op.set_value("const_val", combined)

@@ -3,6 +3,13 @@
 
 The fused op takes the ReLU's tensor name, as TPU-MLIR does: the pre-ReLU
 tensor no longer exists and the post-ReLU name stays comparable.
+
+A pre-quantized module (`module.pre_quantized`, set by the TFLite frontend)
+keeps a standalone ReLU: there the tensor between producer and ReLU has its
+own scale and zero point in the model, and the model's runtime requantizes
+twice (to that scale, then to the ReLU's); one fused requantization rounds
+differently in about a third of the elements, and the difference grows with
+depth. Activations fused in the model itself reach TOP already fused.
 """
 
 from __future__ import annotations
@@ -14,7 +21,13 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp
 from tpuc.dialects.traits import FusesRelu, with_trait
-from tpuc.passes.canonicalize.common import absorb, merged_limit, only_user_is, producer
+from tpuc.passes.canonicalize.common import (
+    absorb,
+    is_pre_quantized,
+    merged_limit,
+    only_user_is,
+    producer,
+)
 from tpuc.registry import Registry
 
 FUSES_RELU = with_trait(top.TOP_OPS, FusesRelu)
@@ -61,6 +74,8 @@ class FuseRelu(RewritePattern):
             return
         former = producer(op.operands[0], FUSES_RELU)
         if former is None or not only_user_is(former.results[0], op):
+            return
+        if is_pre_quantized(op):
             return
         if former.value("do_relu"):
             limit = merged_limit(float(former.value("relu_limit")), limit)

@@ -26,6 +26,7 @@ from tpuc.dialects.base import TensorOp
 from tpuc.errors import TpucError
 from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, round_half_away
+from tpuc.passes.canonicalize.common import is_pre_quantized
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
 from tpuc.pool_geometry import PoolGeometry
@@ -93,13 +94,48 @@ def _multiplier_rshift(scale: float, bits: int) -> tuple[int, int]:
     return multiplier_rshift(scale, bits)
 
 
+def model_scale(lw: Lowering, scale):
+    """In a pre-quantized module, a scale rounded to the float32 the model
+    stores (tpuc's come back from ranges and absmax/127 within a few ulps):
+    the 31-bit multipliers then equal TFLite's, which computes them in
+    double from the float32 scales."""
+    if not is_pre_quantized(lw.op):
+        return scale
+    return np.asarray(scale, np.float64).astype(np.float32).astype(np.float64)
+
+
+def model_weight_scales(lw: Lowering, w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """In a pre-quantized module, the weight scales that give back the
+    model's own int8 weights: absmax/127 per channel (rounded to float32)
+    when they reproduce every dequantized value exactly, else one scale for
+    the whole tensor (a per-tensor quantized filter, whose channels do not
+    all reach ±127) when that does."""
+    scale = model_scale(lw, scale)
+    if not is_pre_quantized(lw.op) or _reproduces(w, scale):
+        return scale
+    whole = model_scale(lw, np.full_like(scale, float(np.abs(w).max(initial=0.0)) / QMAX_W))
+    return whole if whole.size and whole.flat[0] > 0 and _reproduces(w, whole) else scale
+
+
+def _reproduces(w: np.ndarray, scale: np.ndarray) -> bool:
+    q = np.clip(round_half_away(w.astype(np.float64) / scale), -QMAX_W, QMAX_W)
+    return bool(np.array_equal((q * scale).astype(np.float32), w.astype(np.float32)))
+
+
 def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
     """`build` arguments for the accumulator at real scales `s_acc`:
     requantized to the output's int8 scale, or (`Lowering.float_epilogue`)
     dequantized straight to the float type its readers run in."""
     element = lw.float_epilogue()
     if element is None:
-        return {"attrs": requant_attrs(lw, np.asarray(s_acc) / lw.out_quant(0).scale)}
+        s_out = model_scale(lw, lw.out_quant(0).scale)
+        attrs = requant_attrs(lw, np.asarray(s_acc) / s_out)
+        if lw.chip.multiplier_bits == 32 and is_pre_quantized(lw.op):
+            # a TFLite model's own scales: its runtime's double rounding,
+            # which the chip's 32-bit requant also offers (one rounding
+            # differs in ~0.5% of the elements, then grows with depth)
+            attrs["round_mode"] = "DoubleRound"
+        return {"attrs": attrs}
     return {"attrs": requant_attrs(lw, s_acc), "result_types": [lw.result_type(0, element)]}
 
 
@@ -187,13 +223,14 @@ def conv_like(lw: Lowering, cls: type[TensorOp], channel_axes: Sequence[int], vi
     filter so that `channel_axes` (ascending) enumerate the output channels
     in order; the int8 filter is stored in the original layout."""
     x = lw.operand(0)
-    s_in = lw.quant(0).scale
+    s_in = float(model_scale(lw, lw.quant(0).scale))
     w = lw.weight(1)
     wv = view(w)
     absmax = channel_absmax(wv, channel_axes)
     channels = absmax.size
-    bound = bias_bound(lw, 2, channels, s_in)
+    bound = None if is_pre_quantized(lw.op) else bias_bound(lw, 2, channels, s_in)
     scale = weight_scales(absmax, None if bound is None else bound.reshape(absmax.shape))
+    scale = model_weight_scales(lw, wv, scale)
     q_w = quantize_weight(wv, scale).reshape(w.shape)
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", q_w, "int8")
@@ -256,7 +293,7 @@ def matmul_weight(lw: Lowering) -> Operation:
     """Right weight [..., K, N] ([..., N, K] when right_transpose): one
     scale per column n, shared by all batches."""
     x = lw.operand(0)
-    s_in = lw.quant(0).scale
+    s_in = float(model_scale(lw, lw.quant(0).scale))
     w = lw.weight(1)
     axis = w.ndim - 2 if lw.op.value("right_transpose") else w.ndim - 1
     absmax = channel_absmax(w, (axis,))
@@ -267,7 +304,10 @@ def matmul_weight(lw: Lowering) -> Operation:
         bound = np.abs(b).reshape(-1, columns).max(axis=0) / s_in
     shape = [1] * w.ndim
     shape[axis] = columns
+    if is_pre_quantized(lw.op):
+        bound = None  # the model's scales, its int32 biases as they are
     scale = weight_scales(absmax, None if bound is None else bound.reshape(shape))
+    scale = model_weight_scales(lw, w, scale)
     s_w = scale.reshape(-1)
     filt = lw.int_weight("filter_i8", quantize_weight(w, scale), "int8")
     if b is not None:

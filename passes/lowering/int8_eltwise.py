@@ -9,6 +9,7 @@ Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.ir import SSAValue
 
 from tpuc.dialects import top, tpu
@@ -16,6 +17,7 @@ from tpuc.errors import TpucError
 from tpuc.ir import element_of
 from tpuc.isa.engine import MAX_INPUTS
 from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
+from tpuc.passes.canonicalize.common import is_pre_quantized
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.registry import lowering
 from tpuc.qparams import QuantParams
@@ -51,6 +53,24 @@ def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
         )
 
 
+def add_multipliers(lw: Lowering, scales: list[float]) -> tuple[list[int], int]:
+    """The chip's eltwise width; in a pre-quantized module (a TFLite model's
+    own scales) the widest multipliers TIU_ARITH's i32 fields and int32
+    accumulator take for these inputs, so that the sum rounds as TFLite's
+    ADD (2^20-scaled inputs, 31-bit multipliers) does: 16-bit multipliers
+    put ~0.02% of the elements 1 LSB off, and each grows through the layers
+    after it."""
+    bits = lw.chip.eltwise_multiplier_bits
+    found = shared_rshift_multipliers(scales, bits)
+    if not is_pre_quantized(lw.op):
+        return found
+    for wide in range(31, bits, -1):
+        multipliers, rshift = shared_rshift_multipliers(scales, wide)
+        if CENTERED_MAX * sum(abs(m) for m in multipliers) < INT32_LIMIT:
+            return multipliers, rshift
+    return found
+
+
 def lower_add_sub(lw: Lowering):
     """q_out = requant(Σ ±(q_i − Z_i)·M_i, rshift) with M_i/2^rshift ≈
     coeff_i·S_i/S_out (Sub: lhs − rhs, the kernel applies the sign)."""
@@ -63,7 +83,7 @@ def lower_add_sub(lw: Lowering):
             f"{lw.op.name} '{lw.op.names[0]}': {len(coeff)} coeff for {len(inputs)} inputs"
         )
     scales = [c * q.scale / out.scale for c, (_, q) in zip(coeff, inputs, strict=True)]
-    multipliers, rshift = shared_rshift_multipliers(scales, lw.chip.eltwise_multiplier_bits)
+    multipliers, rshift = add_multipliers(lw, scales)
     check_add_bound(lw, multipliers)
     cls = tpu.AddOp if isinstance(lw.op, top.AddOp) else tpu.SubOp
     attrs = requant_attrs(lw, multipliers, [rshift])
@@ -97,8 +117,17 @@ def lower_mul(lw: Lowering):
     |acc| <= 255² < 2^16."""
     (a, qa), (b, qb) = read_int8(lw, 0), read_int8(lw, 1)
     out = lw.out_quant()
-    multiplier, rshift = multiplier_rshift(qa.scale * qb.scale / out.scale, lw.chip.multiplier_bits)
-    return lw.build(tpu.MulOp, [a, b], requant_attrs(lw, [multiplier], [rshift]))
+    scales = [qa.scale, qb.scale, out.scale]
+    pre_quantized = is_pre_quantized(lw.op) and lw.chip.multiplier_bits == 32
+    if pre_quantized:  # TFLite's MUL: the model's float32 scales, its double rounding
+        scales = [float(np.float32(s)) for s in scales]
+    multiplier, rshift = multiplier_rshift(
+        scales[0] * scales[1] / scales[2], lw.chip.multiplier_bits
+    )
+    attrs = requant_attrs(lw, [multiplier], [rshift])
+    if pre_quantized:
+        attrs["round_mode"] = "DoubleRound"
+    return lw.build(tpu.MulOp, [a, b], attrs)
 
 
 # --- Concat ---------------------------------------------------------------------------------

@@ -15,7 +15,13 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from tpuc.dialects import top, tpu
-from tpuc.numerics import dequantize, quantize
+from tpuc.numerics import (
+    dequantize,
+    multiply_by_quantized_multiplier,
+    quantize,
+    quantize_multiplier,
+)
+from tpuc.passes.canonicalize.common import is_requant_point
 from tpuc.passes.lowering.context import Lowering
 from tpuc.passes.lowering.int8_eltwise import read_int8
 from tpuc.passes.lowering.registry import lowering
@@ -57,9 +63,21 @@ def build_lut(lw: Lowering, table: np.ndarray, value) -> Operation:
     return lw.build(tpu.LutOp, [value, weight], copy_attributes=False)
 
 
+def requant_table(inp: QuantParams, out: QuantParams) -> np.ndarray:
+    """A pre-quantized model's QUANTIZE (int8 to int8 at another scale) as
+    TFLite's Requantize computes it: MultiplyByQuantizedMultiplier(q − Z_in,
+    S_in/S_out) + Z_out, saturated."""
+    multiplier, shift = quantize_multiplier(inp.scale / out.scale)
+    q = np.arange(inp.qmin, inp.qmax + 1, dtype=np.int64) - inp.zero_point
+    y = multiply_by_quantized_multiplier(q, multiplier, shift) + out.zero_point
+    return np.clip(y, out.qmin, out.qmax).astype(storage_dtype(out))
+
+
 def lower_lut(lw: Lowering):
     """table[q − qmin_in] = quantize(f(S_in·(q − Z_in)), S_out, Z_out)."""
     value, quant = read_int8(lw, 0)
+    if is_requant_point(lw.op):
+        return build_lut(lw, requant_table(quant, lw.out_quant()), value)
     y = float_kernel(lw.op, [input_values(quant)])
     return build_lut(lw, quantize_table(y, lw.out_quant()), value)
 

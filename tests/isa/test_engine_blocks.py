@@ -159,6 +159,12 @@ VECTORS = [
         isa.RnnBlock(isa.RNN_GRU, 2, 1, 1, isa.RNN_BIAS | isa.RNN_INITIAL_H, 5),
         "01 02 01 01 03 00 00 00  05 00 00 00 00 00 00 00",
     ),
+    (  # a pre-quantized TFLite model's conv/matmul: round mode 4, DoubleRound
+        isa.TIU_MATMUL,
+        isa.MatMulBlock(0, isa.RequantBlock(1431655765, 36, 4, 0, -1, 0, 0.0)),
+        "00 00 00 00 00 00 00 00"
+        "55 55 55 55  24 00 00 00  04 00 ff 00  00 00 00 00  00 00 00 00 00 00 00 00",
+    ),
     (  # smallest 3 along the last axis, sorted
         isa.CPU_TOPK,
         isa.TopkBlock(-1, 3, 0, 1),
@@ -218,6 +224,7 @@ def test_requant_defaults_round_trip_nan_limit():
         (isa.TIU_RNN, bytes([2, 1]) + bytes(126), "unknown RNN cell 2"),
         (isa.TIU_RNN, bytes([0, 3]) + bytes(126), "3 directions"),
         (isa.TIU_RNN, bytes([0, 1, 0, 0, 8]) + bytes(123), "present bits 0x8"),
+        (isa.TIU_MATMUL, bytes(16) + bytes([5]) + bytes(111), "unknown round mode code 5"),
     ],
 )
 def test_bad_blocks(opcode, params, needle):

@@ -69,9 +69,11 @@ def build(
     outputs: list[int],
     subgraphs: int = 1,
     deprecated_codes_only: bool = False,
+    new_codes_only: bool = False,
 ) -> bytes:
     """The flatbuffer bytes of a one-subgraph model (repeated `subgraphs`
-    times to make a multi-subgraph file)."""
+    times to make a multi-subgraph file). `new_codes_only`: the deprecated
+    code left 0, as ai-edge-quantizer writes the ops it adds."""
     b = flatbuffers.Builder(1024)
     buffers = [0]  # buffer 0: the empty sentinel
     buffer_data: list[bytes] = [b""]
@@ -98,7 +100,7 @@ def build(
         value = getattr(BuiltinOperator, name)
         custom_off = b.CreateString(custom) if custom else None
         tflite.OperatorCodeStart(b)
-        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(value, 127))
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, 0 if new_codes_only else min(value, 127))
         if not deprecated_codes_only:
             tflite.OperatorCodeAddBuiltinCode(b, value)
         if custom_off is not None:

@@ -413,7 +413,13 @@ def write_own_table(req: Request, module, ranges: dict, out) -> None:
     path = req.path("_cali_table")
     table = calibration_table(module, ranges)
     text = format_table(
-        table, mlir=str(req.mlir), methods=["tflite"], histogram_bins=0, samples=0, tune_num=0
+        table,
+        mlir=str(req.mlir),
+        methods=["tflite"],
+        histogram_bins=0,
+        samples=0,
+        tune_num=0,
+        exact=True,
     )
     out.write_text(path, text)
     set_module_attr(module, "module.cali_table", path.name)

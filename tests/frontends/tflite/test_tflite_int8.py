@@ -55,8 +55,9 @@ def test_prequantized_conv_deploys_with_its_own_scales(tmp_path):
     assert model_transform.run(argv) == 0  # TOP float against LiteRT's dequantized int8
     table = (tmp_path / "q_cali_table").read_text()
     assert 'module.cali_table = "q_cali_table"' in (tmp_path / "q.mlir").read_text()
-    lo, hi = (-128 - ZP_IN) * S_IN, (127 - ZP_IN) * S_IN
-    assert f"{lo:.7f}" in table and f"{hi:.7f}" in table
+    s_in = float(np.float32(S_IN))  # the model stores float32 scales, written exactly
+    lo, hi = (-128 - ZP_IN) * s_in, (127 - ZP_IN) * s_in
+    assert f" {lo!r} {hi!r}" in table
     argv = ["--mlir", str(tmp_path / "q.mlir"), "--chip", "bm1684x", "--quantize", "INT8",
             "--test_input", str(tmp_path / "q_in_f32.npz"), "--tolerance", "0.99,0.9",
             "--model", str(tmp_path / "q.bmodel")]  # fmt: skip
@@ -204,3 +205,83 @@ def _output_scale(path) -> float:
 
     model = load_tflite(str(path))
     return float(next(t for t in model.tensors if t.name == "yq").scales[0])
+
+
+def conv_relu_model() -> tuple[bytes, float]:
+    """x -> QUANTIZE -> CONV_2D (no fused activation, its own output scale)
+    -> RELU (another scale) -> DEQUANTIZE -> y: two requantizations."""
+    w = RNG.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.3
+    s_w = np.abs(w).reshape(6, -1).max(axis=1) / 127
+    qw = np.round(w / s_w[:, None, None, None]).astype(np.int8)
+    qb = np.round(RNG.standard_normal(6) / (S_IN * s_w)).astype(np.int32)
+    s_conv, s_relu = 0.061, 0.026
+    tensors = [
+        T("x", [1, 8, 8, 3]),
+        T("xq", [1, 8, 8, 3], type=INT8, scale=[S_IN], zero_point=[ZP_IN]),
+        T("w", [6, 3, 3, 3], qw, scale=list(s_w), zero_point=[0] * 6),
+        T("b", [6], qb, type=INT32, scale=list(S_IN * s_w), zero_point=[0] * 6),
+        T("cq", [1, 8, 8, 6], type=INT8, scale=[s_conv], zero_point=[18]),
+        T("yq", [1, 8, 8, 6], type=INT8, scale=[s_relu], zero_point=[-128]),
+        T("y", [1, 8, 8, 6]),
+    ]
+    opts = ("Conv2DOptions", {**CONV[1], "FusedActivationFunction": 0})
+    ops = [Op("QUANTIZE", [0], [1]), Op("CONV_2D", [1, 2, 3], [4], opts),
+           Op("RELU", [4], [5]), Op("DEQUANTIZE", [5], [6])]  # fmt: skip
+    return build(tensors, ops, [0], [6]), s_relu
+
+
+def test_prequantized_conv_relu_keeps_both_requantizations(tmp_path):
+    """The standalone RELU stays its own op (module.pre_quantized), the conv
+    requantizes with TFLite's double rounding: every element equals
+    LiteRT's (one fused requantization matched only ~68%)."""
+    data, s_out = conv_relu_model()
+    path = tmp_path / "q.tflite"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 8, 8, 3)).astype(np.float32) * 2
+    np.savez(tmp_path / "in.npz", x=x)
+    argv = ["--model_name", "q", "--model_def", str(path), "--test_input",
+            str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "q.mlir"),
+            "--tolerance", "0.9,0.5"]  # fmt: skip
+    assert model_transform.run(argv) == 0
+    assert "top.Relu" in (tmp_path / "q.mlir").read_text()
+    argv = ["--mlir", str(tmp_path / "q.mlir"), "--chip", "bm1684x", "--quantize", "INT8",
+            "--test_input", str(tmp_path / "q_in_f32.npz"), "--tolerance", "0.9,0.5",
+            "--model", str(tmp_path / "q.bmodel")]  # fmt: skip
+    assert model_deploy.run(argv) == 0
+    tpu_mlir = next(tmp_path.glob("q_bm1684x_int8_asym_tpu.mlir")).read_text()
+    assert 'round_mode = "DoubleRound"' in tpu_mlir
+    tpu = np.load(next(tmp_path.glob("q_bm1684x_int8_asym_tpu_outputs.npz")))["y"]
+    ref = run_tflite(str(path), {"x": x})["y"]
+    lsb = np.abs(np.round((tpu - ref) / s_out))
+    assert float(np.mean(lsb == 0)) == 1.0, (float(np.mean(lsb == 0)), float(lsb.max()))
+
+
+def test_prequantized_requantize_is_kept_and_rounds_as_tflite(tmp_path):
+    """QUANTIZE int8 -> int8 at another scale (opcodes written as
+    ai-edge-quantizer does: builtin_code only) is a requantization point:
+    an AddConst 0 in TOP, TFLite's Requantize as a table in INT8; every
+    element equals LiteRT's."""
+    s1, s2 = 0.0371, 0.0517
+    tensors = [
+        T("x", [1, 4, 8, 3]),
+        T("xq", [1, 4, 8, 3], type=INT8, scale=[s1], zero_point=[3]),
+        T("yq", [1, 4, 8, 3], type=INT8, scale=[s2], zero_point=[-7]),
+        T("y", [1, 4, 8, 3]),
+    ]
+    ops = [Op("QUANTIZE", [0], [1]), Op("QUANTIZE", [1], [2]), Op("DEQUANTIZE", [2], [3])]
+    path = tmp_path / "q.tflite"
+    path.write_bytes(build(tensors, ops, [0], [3], new_codes_only=True))
+    x = RNG.uniform(-5, 5, (1, 4, 8, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    argv = ["--model_name", "q", "--model_def", str(path), "--test_input",
+            str(tmp_path / "in.npz"), "--mlir", str(tmp_path / "q.mlir"),
+            "--tolerance", "0.9,0.5"]  # fmt: skip
+    assert model_transform.run(argv) == 0
+    assert "top.AddConst" in (tmp_path / "q.mlir").read_text()
+    argv = ["--mlir", str(tmp_path / "q.mlir"), "--chip", "bm1684x", "--quantize", "INT8",
+            "--test_input", str(tmp_path / "q_in_f32.npz"), "--tolerance", "0.9,0.5",
+            "--model", str(tmp_path / "q.bmodel")]  # fmt: skip
+    assert model_deploy.run(argv) == 0
+    tpu = np.load(next(tmp_path.glob("q_bm1684x_int8_asym_tpu_outputs.npz")))["y"]
+    ref = run_tflite(str(path), {"x": x})["y"]
+    assert float(np.mean(np.abs(np.round((tpu - ref) / s2)) == 0)) == 1.0
