@@ -34,6 +34,7 @@ class T:
     scale: list[float] | None = None  # quantization: one (per tensor) or per axis
     zero_point: list[int] | None = None
     quantized_dimension: int = 0
+    custom_details: bytes = b""  # a CustomQuantization `details` table with these bytes
 
 
 @dataclass
@@ -183,7 +184,20 @@ def _quantization(b, t: T) -> int:
         list(t.zero_point or [0] * len(t.scale)),
         b.PrependInt64,
     )
+    details = 0
+    if t.custom_details:
+        data = _vector(
+            b, tflite.CustomQuantizationStartCustomVector, list(t.custom_details), b.PrependUint8
+        )
+        tflite.CustomQuantizationStart(b)
+        tflite.CustomQuantizationAddCustom(b, data)
+        details = tflite.CustomQuantizationEnd(b)
     tflite.QuantizationParametersStart(b)
+    if details:
+        tflite.QuantizationParametersAddDetailsType(
+            b, tflite.QuantizationDetails.CustomQuantization
+        )
+        tflite.QuantizationParametersAddDetails(b, details)
     tflite.QuantizationParametersAddScale(b, scales)
     tflite.QuantizationParametersAddZeroPoint(b, zps)
     tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)

@@ -45,6 +45,12 @@ def test_custom_op_is_named(tmp_path, capsys):
     assert "CUSTOM:MyFancyOp (t)" in err and "ARG_MAX (y)" in err  # all listed at once
 
 
+def test_custom_quantization_details_are_refused(tmp_path, capsys):
+    tensors = [T("x", [1, 4]), T("y", [1, 4], scale=[0.1], custom_details=b"\x01\x02")]
+    data = build(tensors, [Op("RELU", [0], [1])], [0], [1])
+    fails(tmp_path, capsys, data, "tensor 'y' has custom quantization details")
+
+
 def test_more_than_one_subgraph(tmp_path, capsys):
     tensors = [T("x", [1, 4]), T("y", [1, 4])]
     data = build(tensors, [Op("RELU", [0], [1])], [0], [1], subgraphs=2)
