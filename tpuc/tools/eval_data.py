@@ -37,7 +37,9 @@ def classification_samples(dataset: str | None, data_list: str | None, label_fil
         paths = _listed(data_list)
     else:
         if not dataset:
-            raise TpucError("give --dataset DIR (an ImageFolder tree or image folder) or --data_list")
+            raise TpucError(
+                "give --dataset DIR (an ImageFolder tree or image folder) or --data_list"
+            )
         root = Path(dataset)
         if not root.is_dir():
             raise TpucError(f"--dataset {dataset}: no such folder")
@@ -47,7 +49,9 @@ def classification_samples(dataset: str | None, data_list: str | None, label_fil
     if not label_file:
         raise TpucError("--data_list needs --label_file (the class of each image)")
     if not paths:
-        raise TpucError(f"{dataset or data_list}: no images (looked for {', '.join(IMAGE_SUFFIXES)})")
+        raise TpucError(
+            f"{dataset or data_list}: no images (looked for {', '.join(IMAGE_SUFFIXES)})"
+        )
     labels = _read_labels(label_file, paths)
     return [Sample(str(p), labels[i]) for i, p in enumerate(paths)]
 
@@ -114,9 +118,15 @@ def coco_samples(dataset: str | None, annotation: str | None) -> tuple[list[Samp
         data = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TpucError(f"--label_file {annotation}: not valid JSON ({exc})") from None
-    missing = [k for k in ("images", "annotations", "categories") if not isinstance(data, dict) or k not in data]
+    missing = [
+        k
+        for k in ("images", "annotations", "categories")
+        if not isinstance(data, dict) or k not in data
+    ]
     if missing:
-        raise TpucError(f"--label_file {annotation}: not a COCO annotation file (no {', '.join(missing)})")
+        raise TpucError(
+            f"--label_file {annotation}: not a COCO annotation file (no {', '.join(missing)})"
+        )
     root = Path(dataset or file.parent)
     samples = []
     for image in data["images"]:

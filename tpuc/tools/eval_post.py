@@ -17,7 +17,9 @@ import numpy as np
 from tpuc.errors import TpucError
 from tpuc.preprocess import Preprocess
 
-Decoder = Callable[[Sequence[np.ndarray], float, tuple[int, int]], tuple[np.ndarray, np.ndarray, np.ndarray]]
+Decoder = Callable[
+    [Sequence[np.ndarray], float, tuple[int, int]], tuple[np.ndarray, np.ndarray, np.ndarray]
+]
 DECODERS: dict[str, Decoder] = {}
 
 
@@ -94,7 +96,9 @@ def plain_boxes(outputs: Sequence[np.ndarray], score_thr: float, net_hw):
     """Two outputs: boxes [K,4] (x1,y1,x2,y2, input pixels) and scores [K,C]
     (one score per class), or three: boxes [K,4], scores [K], classes [K]."""
     if len(outputs) not in (2, 3):
-        raise TpucError(f"--detection_head boxes: expected 2 or 3 outputs, the model has {len(outputs)}")
+        raise TpucError(
+            f"--detection_head boxes: expected 2 or 3 outputs, the model has {len(outputs)}"
+        )
     boxes = np.asarray(outputs[0], np.float64).reshape(-1, 4)
     if len(outputs) == 3:
         scores = np.asarray(outputs[1], np.float64).reshape(-1)
@@ -120,7 +124,9 @@ def yolov5(outputs: Sequence[np.ndarray], score_thr: float, net_hw):
     [3*(5+C),H,W] (or [3,H,W,5+C]) for strides 8/16/32 with the built-in
     anchors; sigmoid, xy = (2s-0.5+grid)*stride, wh = (2s)^2*anchor."""
     if len(outputs) != 3:
-        raise TpucError(f"--detection_head yolov5: expected 3 head outputs, the model has {len(outputs)}")
+        raise TpucError(
+            f"--detection_head yolov5: expected 3 head outputs, the model has {len(outputs)}"
+        )
     heads = sorted(outputs, key=lambda o: -o.shape[-1] if o.ndim == 3 else -o.shape[1])
     rows = []
     for head, anchors in zip(heads, YOLOV5_ANCHORS, strict=True):
@@ -197,7 +203,9 @@ class CocoScore:
         self.image_ids.append(image_id)
         for (x1, y1, x2, y2), score, cls in zip(boxes, scores[keep], classes[keep], strict=True):
             if not 0 <= cls < len(categories):
-                raise TpucError(f"class {cls} but the annotations have {len(categories)} categories")
+                raise TpucError(
+                    f"class {cls} but the annotations have {len(categories)} categories"
+                )
             self.results.append(
                 {
                     "image_id": image_id,

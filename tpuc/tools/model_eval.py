@@ -67,12 +67,8 @@ def build_parser():
         "coco: the COCO annotation json",
     )
     parser.add_argument("--data_list", help="file listing the images, one per line")
-    parser.add_argument(
-        "--count", type=int, default=0, help="images to evaluate (default 0 = all)"
-    )
-    parser.add_argument(
-        "--input_shapes", help=".onnx/.tflite: input shapes, e.g. [[1,3,224,224]]"
-    )
+    parser.add_argument("--count", type=int, default=0, help="images to evaluate (default 0 = all)")
+    parser.add_argument("--input_shapes", help=".onnx/.tflite: input shapes, e.g. [[1,3,224,224]]")
     parser.add_argument(
         "--detection_head",
         choices=sorted(DECODERS),
@@ -119,7 +115,9 @@ def _module_model(path: str) -> Model:
         raise TpucError(f"{path}: a {state} module has reordered weights; evaluate its bmodel")
     interpreter = TpuInterpreter(module)
     return Model(
-        path, input_specs(module), lambda feed: interpreter.real_values(interpreter.run(store, feed))
+        path,
+        input_specs(module),
+        lambda feed: interpreter.real_values(interpreter.run(store, feed)),
     )
 
 
@@ -164,7 +162,9 @@ def _tflite_model(path: str, shapes, reference: list) -> Model:
 def _specs(path, names, declared, shapes, reference, InputSpec) -> list:
     known = {s.name: s for s in reference}
     if shapes and len(shapes) != len(names):
-        raise TpucError(f"--input_shapes gives {len(shapes)} shape(s), {path} has {len(names)} input(s)")
+        raise TpucError(
+            f"--input_shapes gives {len(shapes)} shape(s), {path} has {len(names)} input(s)"
+        )
     specs = []
     for i, name in enumerate(names):
         shape = shapes[i] if shapes else (known[name].shape if name in known else declared[i])
@@ -213,7 +213,9 @@ def feed_of(model: Model, group: list) -> dict:
     from tpuc.preprocess import load_image
 
     if len(model.specs) != 1:
-        raise TpucError(f"{model.path}: has {len(model.specs)} inputs; model_eval feeds one image input")
+        raise TpucError(
+            f"{model.path}: has {len(model.specs)} inputs; model_eval feeds one image input"
+        )
     spec = model.specs[0]
     one = replace(spec, shape=(1, *spec.shape[1:]))
     return {spec.name: np.concatenate([load_image(s.path, one) for s in group])}
@@ -254,7 +256,9 @@ class DetectionScorer:
     def __init__(self, annotations: dict, args):
         from tpuc.tools.eval_post import CocoScore
 
-        self.coco = CocoScore(annotations, args.detection_head, args.score_threshold, args.nms_threshold)
+        self.coco = CocoScore(
+            annotations, args.detection_head, args.score_threshold, args.nms_threshold
+        )
         self.sizes = {i["id"]: i for i in annotations["images"]}
 
     def score(self, outputs, samples, spec) -> None:
@@ -288,7 +292,9 @@ def _samples(args):
         samples, annotations = coco_samples(args.dataset, args.label_file)
         return samples, lambda: DetectionScorer(annotations, args)
     if args.postprocess_type != "topx":
-        raise TpucError(f"--dataset_type {args.dataset_type} is scored with --postprocess_type topx")
+        raise TpucError(
+            f"--dataset_type {args.dataset_type} is scored with --postprocess_type topx"
+        )
     samples = classification_samples(args.dataset, args.data_list, args.label_file)
     return samples, ClassifierScorer
 
@@ -307,7 +313,9 @@ def run(argv: list[str] | None = None) -> int:
     fallback = preprocess_from_args(args)
     samples, make_scorer = _samples(args)
     samples = samples[: args.count] if args.count else samples
-    reference = _reference(args.mlir or next((p for p in paths if p.lower().endswith(".mlir")), None))
+    reference = _reference(
+        args.mlir or next((p for p in paths if p.lower().endswith(".mlir")), None)
+    )
     rows = []
     for path in paths:
         model = load_model(path, shapes, reference, fallback)
@@ -330,7 +338,9 @@ def _reference(path: str | None) -> list:
 
 
 def _line(result: dict) -> str:
-    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
+    return ", ".join(
+        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
+    )
 
 
 def table(rows) -> str:
@@ -339,7 +349,10 @@ def table(rows) -> str:
     width = max(len("model"), *(len(p) for p, _ in rows))
     lines = [f"{'model':<{width}}  " + "  ".join(f"{k:>8}" for k in keys)]
     for path, result in rows:
-        cells = [f"{result[k]:>8.4f}" if isinstance(result[k], float) else f"{result[k]:>8}" for k in keys]
+        cells = [
+            f"{result[k]:>8.4f}" if isinstance(result[k], float) else f"{result[k]:>8}"
+            for k in keys
+        ]
         lines.append(f"{path:<{width}}  " + "  ".join(cells))
     return "\n".join(lines)
 
