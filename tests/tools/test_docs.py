@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tpuc.tools import model_deploy, model_runner, model_transform, npz_tool, run_calibration
+from tpuc.tools import (
+    model_deploy,
+    model_eval,
+    model_runner,
+    model_transform,
+    npz_tool,
+    run_calibration,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
@@ -21,6 +28,7 @@ def parsers():
     yield "model_runner.py", model_runner.build_parser()
     yield "run_calibration.py", run_calibration.build_parser()
     yield "model_deploy.py", model_deploy.build_parser()
+    yield "model_eval.py", model_eval.build_parser()
     top = npz_tool.build_parser()
     yield "npz_tool.py", top
     for action in top._actions:
