@@ -67,7 +67,9 @@ def train(epochs: int, seed: int = 0):
     net.eval()
     with torch.no_grad():
         hits = net(x).argmax(1) == y
-    print(f"train accuracy {hits[0::2].float().mean():.4f}, held out {hits[1::2].float().mean():.4f}")
+    print(
+        f"train accuracy {hits[0::2].float().mean():.4f}, held out {hits[1::2].float().mean():.4f}"
+    )
     return net
 
 
@@ -89,7 +91,12 @@ def main() -> None:
     dummy = torch.zeros(args.batch, 1, 8, 8)
     onnx_path = args.out / "digits_cnn.onnx"
     torch.onnx.export(
-        net, dummy, onnx_path, input_names=["x"], output_names=["logits"], opset_version=13,
+        net,
+        dummy,
+        onnx_path,
+        input_names=["x"],
+        output_names=["logits"],
+        opset_version=13,
         dynamo=False,
     )
     print(f"wrote {onnx_path} ({onnx_path.stat().st_size} bytes) and {args.out / 'digits'}")
