@@ -14,6 +14,7 @@ from tpuc.tools import (
     model_transform,
     npz_tool,
     run_calibration,
+    visual,
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
@@ -29,6 +30,7 @@ def parsers():
     yield "run_calibration.py", run_calibration.build_parser()
     yield "model_deploy.py", model_deploy.build_parser()
     yield "model_eval.py", model_eval.build_parser()
+    yield "visual.py", visual.build_parser()
     top = npz_tool.build_parser()
     yield "npz_tool.py", top
     for action in top._actions:
