@@ -82,12 +82,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_page(driver, url: str, tensors: list[str], shot) -> None:
-    """Every tensor listed with its similarity; a click plots that tensor."""
+def check_page(driver, url: str, tensors: list[str], shot, manual: bool = False) -> None:
+    """Every tensor listed with its similarity; a click plots that tensor.
+    `manual`: the networks run only when the Run button is pressed."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(url)
+    if manual:
+        assert not driver.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
+        driver.find_element(By.ID, "run").click()
     WebDriverWait(driver, 60).until(
         lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
     )
@@ -111,7 +115,8 @@ def check_page(driver, url: str, tensors: list[str], shot) -> None:
     assert shot.stat().st_size > 10_000
 
 
-def test_served_page_in_chromium(digits_int8, tmp_path):
+@pytest.mark.parametrize("manual", [False, True], ids=["auto", "manual_run"])
+def test_served_page_in_chromium(digits_int8, tmp_path, manual):
     work, f32, quant, image = digits_int8
     driver = browser()
     port = free_port()
@@ -131,14 +136,16 @@ def test_served_page_in_chromium(digits_int8, tmp_path):
         "127.0.0.1",
         "--tolerance",
         TIGHT,
-    ]
+    ] + (["--manual_run"] if manual else [])
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "serving on" in server.stdout.readline(), server.stderr.read()
         url = f"http://127.0.0.1:{port}/"
+        names = quant_tensor_names(digits_int8)
+        check_page(driver, url, names, tmp_path / "served.png", manual)
         data = json.loads(urllib.request.urlopen(url + "data.json", timeout=30).read())
         assert data["first_failing"] is not None
-        check_page(driver, url, [t["name"] for t in data["tensors"]], tmp_path / "served.png")
+        assert [t["name"] for t in data["tensors"]] == names
     finally:
         driver.quit()
         server.terminate()
@@ -162,6 +169,18 @@ def test_static_page_in_chromium(digits_int8, tmp_path, capsys):
         )
     finally:
         driver.quit()
+
+
+def quant_tensor_names(digits_int8) -> list[str]:
+    """Every non-weight tensor of the quantized module, read from its IR."""
+    from tpuc.dialects import top
+    from tpuc.dialects.base import TensorOp
+    from tpuc.module_io import load_module
+
+    module, _ = load_module(digits_int8[2])
+    skip = (top.WeightOp, top.NoneOp)
+    ops = [op for op in module.walk() if isinstance(op, TensorOp) and not isinstance(op, skip)]
+    return [name for op in ops for name in op.names]
 
 
 def visual_tolerance():
