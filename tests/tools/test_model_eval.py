@@ -191,3 +191,45 @@ def test_boxes_map_back_through_letterbox():
     # a 200x100 (h x w) image letterboxed into 64x64: scale 0.32, 32 wide, 16 px left pad
     net = np.array([[16.0, 0.0, 48.0, 64.0]])
     assert to_image(net, (200, 100), (64, 64), pp).tolist() == [[0.0, 0.0, 100.0, 200.0]]
+
+
+def test_yolov5_head_decodes_one_anchor():
+    """One confident cell of the stride-8 head, anchor 1 (16x30): centre
+    (2*0.5-0.5+gx)*8, size (2*0.5)^2*anchor for a logit of 0 (sigmoid 0.5)."""
+    from tpuc.tools.eval_post import yolov5
+
+    classes, net = 2, (64, 64)
+    heads = [np.full((3 * (5 + classes), 64 // s, 64 // s), -20.0) for s in (8, 16, 32)]
+    cell = heads[0].reshape(3, 5 + classes, 8, 8)[1, :, 2, 5]  # anchor 1, gy 2, gx 5 (a view)
+    cell[:4] = 0.0  # xy, wh logits -> sigmoid 0.5
+    cell[4] = 20.0  # objectness ~1
+    cell[5 + 1] = 20.0  # class 1
+    boxes, scores, found = yolov5(heads[::-1], 0.5, net)  # head order does not matter
+    assert found.tolist() == [1] and scores[0] > 0.99
+    cx, cy, w, h = (0.5 + 5) * 8, (0.5 + 2) * 8, 16, 30
+    np.testing.assert_allclose(boxes[0], [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
+
+
+def test_tflite_stage_scores_like_its_top_module(digits, tmp_path, capsys):
+    """The digits classifier as a .tflite FULLY_CONNECTED on NHWC images:
+    LiteRT and the TOP module model_transform.py made of it score alike."""
+    import onnx
+    from onnx import numpy_helper
+
+    from tests.support.tflite_builder import one_op
+
+    work, _, _ = digits
+    init = {i.name: numpy_helper.to_array(i) for i in onnx.load(work / "d.onnx").graph.initializer}
+    consts = [init["W"].astype(np.float32), init["B"].astype(np.float32)]
+    blob = one_op("FULLY_CONNECTED", [BATCH, 8, 8, 1], [BATCH, 10], consts)
+    (tmp_path / "d.tflite").write_bytes(blob)
+    argv = ["--model_name", "t", "--model_def", str(tmp_path / "d.tflite"), "--mlir"]
+    argv += [str(tmp_path / "t.mlir"), "--pixel_format", "gray", "--channel_format", "nhwc"]
+    assert model_transform.run(argv + ["--scale", repr(SCALE)]) == 0
+    stages = f"{tmp_path / 'd.tflite'},{tmp_path / 't.mlir'}"
+    argv = ["--stages", stages, "--dataset", str(work / "data"), "--postprocess_type", "topx"]
+    code, out, err = run_main(model_eval.main, argv + ["--count", "100", "--no_progress"], capsys)
+    assert code == 0, err
+    rows = stage_rows(out)
+    assert rows["d.tflite"] == rows["t.mlir"]
+    assert rows["d.tflite"][1] > 0.8

@@ -143,19 +143,25 @@ def _onnx_model(path: str, shapes, reference: list) -> Model:
     outputs = [o.name for o in session.get_outputs()]
 
     def call(feed):
-        return dict(zip(outputs, session.run(outputs, feed), strict=True))
+        try:
+            values = session.run(outputs, feed)
+        except Exception as exc:  # onnxruntime's own exception types
+            reason = str(exc).strip().splitlines()[0]
+            raise TpucError(f"{path}: onnxruntime failed: {reason}") from None
+        return dict(zip(outputs, values, strict=True))
 
     return Model(path, specs, call)
 
 
 def _tflite_model(path: str, shapes, reference: list) -> Model:
-    from tpuc.frontends.tflite.reference import run_tflite
+    """LiteRT's reference kernels; inputs in the model's own layout (NHWC)."""
+    from tpuc.frontends.tflite.reference import _interpreter, run_tflite
     from tpuc.preprocess import InputSpec
 
-    names = [s.name for s in reference]
-    if not shapes and not reference:
-        raise TpucError(f"{path}: give --input_shapes or --mlir for a .tflite model")
-    specs = _specs(path, names, [s.shape for s in reference], shapes, reference, InputSpec)
+    details = _interpreter(path, False).get_input_details()
+    names = [d["name"] for d in details]
+    declared = [tuple(int(x) for x in d["shape"]) for d in details]
+    specs = _specs(path, names, declared, shapes, reference, InputSpec)
     return Model(path, specs, lambda feed: run_tflite(path, feed))
 
 
