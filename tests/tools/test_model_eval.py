@@ -233,3 +233,40 @@ def test_tflite_stage_scores_like_its_top_module(digits, tmp_path, capsys):
     rows = stage_rows(out)
     assert rows["d.tflite"] == rows["t.mlir"]
     assert rows["d.tflite"][1] > 0.8
+
+
+def test_db_head_boxes_a_text_region():
+    """A 20x6 region of probability 0.9: one box grown by 20*6*1.5/52 px on
+    every side, scored 0.9; specks thinner than 3 px are dropped."""
+    from tpuc.tools.eval_post import db_text
+
+    prob = np.zeros((1, 1, 32, 48), np.float32)
+    prob[0, 0, 10:16, 5:25] = 0.9
+    prob[0, 0, 25:27, 30:40] = 0.9  # 2 px tall: not text
+    boxes, scores, classes = db_text([prob[0]], 0.1, (32, 48))
+    grow = 20 * 6 * 1.5 / 52
+    np.testing.assert_allclose(boxes, [[5 - grow, 10 - grow, 25 + grow, 16 + grow]])
+    np.testing.assert_allclose(scores, [0.9], rtol=1e-6)
+    assert classes.tolist() == [0]
+
+
+def test_page_text_set_has_line_boxes(tmp_path):
+    """skimage's page as a COCO text set: every box inside its image, lines
+    wider than tall, the page's lines split between its halves."""
+    from tests.support.page_text import write_coco
+
+    data = json.loads(write_coco(tmp_path).read_text())
+    assert [i["file_name"] for i in data["images"]] == [
+        "page.png",
+        "page_left.png",
+        "page_right.png",
+    ]
+    sizes = {i["id"]: (i["width"], i["height"]) for i in data["images"]}
+    per_image = {i: 0 for i in sizes}
+    for a in data["annotations"]:
+        x, y, w, h = a["bbox"]
+        width, height = sizes[a["image_id"]]
+        assert 0 <= x and x + w <= width and 0 <= y and y + h <= height
+        per_image[a["image_id"]] += 1
+    assert 8 <= per_image[1] <= 12  # the page has 8 text lines and a code line
+    assert per_image[2] >= 6 and per_image[3] >= 6

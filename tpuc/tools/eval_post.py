@@ -234,3 +234,26 @@ class CocoScore:
         evaluator.summarize()
         stats = evaluator.stats
         return {"AP": float(stats[0]), "AP50": float(stats[1]), "count": len(self.image_ids)}
+
+
+@decoder("db")
+def db_text(outputs: Sequence[np.ndarray], score_thr: float, net_hw):
+    """PP-OCR det (DB): a text probability map [1,H,W]; each connected region
+    above 0.3 becomes a box, grown by DB's unclip (offset area*1.5/perimeter)
+    and scored by its mean probability; one class."""
+    import cv2
+
+    prob = np.asarray(outputs[0], np.float32).reshape(net_hw)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((prob > 0.3).astype(np.uint8), 4)
+    boxes, scores = [], []
+    for i in range(1, count):
+        x, y, w, h, area = (int(v) for v in stats[i])
+        if min(w, h) < 3:
+            continue
+        grow = w * h * 1.5 / (2 * (w + h))
+        boxes.append([x - grow, y - grow, x + w + grow, y + h + grow])
+        scores.append(float(prob[labels == i].mean()))
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    scores = np.asarray(scores, np.float64)
+    keep = scores >= score_thr
+    return boxes[keep], scores[keep], np.zeros(int(keep.sum()), np.int64)
