@@ -266,7 +266,7 @@ def test_page_text_set_has_line_boxes(tmp_path):
     for a in data["annotations"]:
         x, y, w, h = a["bbox"]
         width, height = sizes[a["image_id"]]
-        assert 0 <= x and x + w <= width and 0 <= y and y + h <= height
+        assert x >= 0 and x + w <= width and y >= 0 and y + h <= height
         per_image[a["image_id"]] += 1
     assert 8 <= per_image[1] <= 12  # the page has 8 text lines and a code line
     assert per_image[2] >= 6 and per_image[3] >= 6
