@@ -9,6 +9,13 @@ run on it, verification included. The last line is
 `ratio=<interpreter/onnxruntime>`.
 
     python benchmarks/interp_vs_ort.py [--runs 7] [--model resnet50]
+        [--anchors /tmp/anchors] [--families] [--no-transform]
+
+With --anchors, `--model` names an anchor model (its onnx file and
+test_input.npz, e.g. resnet50, ppocr_det, ppocr_rec, densenet121) instead
+of the zoo's light architecture. --families also prints where the time
+goes: per op family, the interpreter's time (each op timed in a run of its
+own) against onnxruntime's profiler (per node type, mapped to TOP names).
 """
 
 from __future__ import annotations
@@ -84,6 +91,107 @@ def time_model_transform(zoo_model, workdir: Path) -> float:
     return time.perf_counter() - start
 
 
+ORT_FAMILIES = {
+    "Conv": "Conv",
+    "FusedConv": "Conv",
+    "Gemm": "MatMul",
+    "FusedGemm": "MatMul",
+    "MatMul": "MatMul",
+    "FusedMatMul": "MatMul",
+    "Sum": "Add",
+    "BatchNormalization": "Scale",
+    "GlobalAveragePool": "AvgPool",
+    "AveragePool": "AvgPool",
+    "Relu": "Relu",
+    "HardSigmoid": "HardSigmoid",
+    "HardSwish": "HardSwish",
+    "Sigmoid": "Sigmoid",
+    "ConvTranspose": "Deconv",
+}
+"""onnxruntime node types (after its fusions) -> the TOP op family they
+mostly become; the rest keep their ONNX name."""
+
+
+class StepTimer:
+    """Per-op wall times of interpreter runs, as an `observe` callback (the
+    time since the previous op's observation is this op's)."""
+
+    def __init__(self):
+        from collections import defaultdict
+
+        self.totals: dict[str, float] = defaultdict(float)
+        self.last = 0.0
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+
+    def __call__(self, step, args, results) -> None:
+        now = time.perf_counter()
+        self.totals[step.op.name.removeprefix("top.")] += now - self.last
+        self.last = now
+
+
+def top_families(interpreter, store, inputs, runs: int) -> dict[str, float]:
+    """Median-free per-family ms: the best run's split, over `runs` runs."""
+    best: dict[str, float] | None = None
+    for _ in range(runs):
+        timer = StepTimer()
+        timer.start()
+        interpreter.run(store, inputs, observe=timer)
+        if best is None or sum(timer.totals.values()) < sum(best.values()):
+            best = dict(timer.totals)
+    return {k: v * 1000 for k, v in (best or {}).items()}
+
+
+def ort_families(onnx_path: Path, inputs, threads: int, runs: int) -> dict[str, float]:
+    """Per-family ms of onnxruntime's own node profile (mean over `runs`)."""
+    import json
+    from collections import defaultdict
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        options.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        session.run(None, inputs)
+        for _ in range(runs):
+            session.run(None, inputs)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    totals: dict[str, float] = defaultdict(float)
+    kernel_events = [
+        e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+    ]
+    for event in kernel_events[-runs * (len(kernel_events) // (runs + 1)) :]:
+        family = event["args"].get("op_name", "?")
+        totals[ORT_FAMILIES.get(family, family)] += event["dur"] / 1000 / runs
+    return totals
+
+
+def print_families(top: dict[str, float], ref: dict[str, float]) -> None:
+    print(f"{'family':16s} {'onnxruntime':>12s} {'TOP':>9s} {'ratio':>6s}")
+    for family in sorted(set(top) | set(ref), key=lambda f: -top.get(f, 0.0)):
+        t, o = top.get(family, 0.0), ref.get(family, 0.0)
+        ratio = f"{t / o:6.2f}" if o > 0.01 else "     -"
+        print(f"{family:16s} {o:9.2f} ms {t:6.2f} ms {ratio}")
+
+
+def load_model(args):
+    """(onnx path, inputs): an anchor model's, or the zoo's light one."""
+    import numpy as np
+
+    if args.anchors:
+        folder = Path(args.anchors) / args.model
+        return folder / f"{args.model}.onnx", dict(np.load(folder / "test_input.npz")), None
+    from model_zoo import light_model
+
+    zoo = light_model(args.model)
+    return zoo.onnx_path, dict(np.load(zoo.test_input)), zoo
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -91,23 +199,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--anchors", help="folder of anchor models (e.g. /tmp/anchors)")
+    parser.add_argument("--families", action="store_true", help="also time per op family")
+    parser.add_argument("--no-transform", action="store_true", help="skip model_transform.py")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
 
-    import numpy as np
     import onnxruntime as ort
-    from model_zoo import light_model
 
     from tpuc.interp.top_interpreter import TopInterpreter
 
-    zoo = light_model(args.model)
-    inputs = dict(np.load(zoo.test_input))
-    module, store = build_top(zoo.onnx_path)
+    onnx_path, inputs, zoo = load_model(args)
+    module, store = build_top(onnx_path)
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(zoo.onnx_path), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
     interpreter = TopInterpreter(module)  # prepared once, like an ORT session
     t_top, t_ort = interleaved_medians(
@@ -116,9 +224,15 @@ def main() -> None:
     print(f"model={args.model} threads={args.threads} runs={args.runs}")
     print(f"onnxruntime      median {t_ort * 1000:8.1f} ms")
     print(f"TOP interpreter  median {t_top * 1000:8.1f} ms")
-    with tempfile.TemporaryDirectory() as tmp:
-        wall = time_model_transform(zoo, Path(tmp))
-    print(f"model_transform.py wall time (with onnxruntime verification): {wall:.2f} s")
+    if args.families:
+        print_families(
+            top_families(interpreter, store, inputs, args.runs),
+            ort_families(onnx_path, inputs, args.threads, args.runs),
+        )
+    if zoo is not None and not args.no_transform:
+        with tempfile.TemporaryDirectory() as tmp:
+            wall = time_model_transform(zoo, Path(tmp))
+        print(f"model_transform.py wall time (with onnxruntime verification): {wall:.2f} s")
     print(f"ratio={t_top / t_ort:.3f}")
 
 
