@@ -141,10 +141,7 @@ class ConvPlan:
 
     def run(self, x: Array, w: Array, bias: Array | None, rt: Executor) -> Array:
         if self.depthwise:
-            y = depthwise(x, w, self.g, self.out, rt)
-            if bias is not None:
-                y += bias.reshape((-1,) + (1,) * len(self.out))
-            return y if self.relu_limit is None else relu(y, self.relu_limit)
+            return depthwise(x, w, self.g, self.out, rt, bias, self.relu_limit)
         if self.src_shape is None:
             return self.gemm.run(np.ascontiguousarray(x), w, bias, rt)
         g = self.g
@@ -172,54 +169,99 @@ def window_strides(
     return shape, view
 
 
-def depthwise(x: Array, w: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor) -> Array:
-    """Depthwise conv (one input channel per group): a multiply-add per
-    kernel tap, vectorised over batch, channels and output pixels."""
+# Depthwise convs run per block of channels of about this many output
+# bytes: a block's taps then multiply-add in cache instead of streaming the
+# whole tensor once per tap, and blocks are shared out to the threads.
+DW_BLOCK_BYTES = 1 << 20
+
+
+def depthwise(
+    x: Array,
+    w: Array,
+    g: ConvGeometry,
+    out: tuple[int, ...],
+    rt: Executor,
+    bias: Array | None = None,
+    relu_limit: float | None = None,
+) -> Array:
+    """Depthwise conv (one input channel per group), bias and ReLU: a
+    multiply-add per kernel tap, vectorised over output pixels, per block
+    of channels. Each output element sees the same operations in the same
+    order whatever the blocks, so blocks never change a result."""
     n_batch, channels = x.shape[:2]
     mult = w.shape[0] // channels
     wk = w.reshape(channels, mult, math.prod(g.kernel))
-    if len(out) == 2 and tuple(g.strides) == (1, 1):
-        return depthwise_rows(x, wk, g, out, rt)
+    rows = len(out) == 2 and tuple(g.strides) == (1, 1)
+    src, length = _dw_source(x, g, out, rt) if rows else (_dw_windows(x, g, out, rt), 0)
+    y = rt.empty((n_batch, channels * mult) + out)
+    ys = y.reshape((n_batch, channels, mult) + out)
+    bs = None if bias is None else bias.reshape((channels, mult) + (1,) * len(out))
+    per_channel = mult * (length or math.prod(out)) * 4
+    work = n_batch * channels * per_channel * math.prod(g.kernel) // 4
+    step = min(-(-channels // rt.shards(work, channels)), max(1, DW_BLOCK_BYTES // per_channel))
+    jobs = [
+        (n, c, min(channels, c + step)) for n in range(n_batch) for c in range(0, channels, step)
+    ]
+
+    def block(i: int) -> None:
+        n, c0, c1 = jobs[i]
+        if rows:
+            _dw_rows_block(src, wk, g, out, length, ys, n, c0, c1, rt)
+        else:
+            _dw_taps_block(src, wk, g, ys, n, c0, c1, rt)
+        if bs is not None:
+            ys[n, c0:c1] += bs[c0:c1]
+        if relu_limit is not None:
+            relu(ys[n, c0:c1], relu_limit)
+
+    rt.parallel_for(len(jobs), block)
+    return y
+
+
+def _dw_windows(x: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor) -> Array:
+    """The strided view [N, C, *K, *O] of the padded input."""
     xp = x
     if any(g.begins) or any(g.ends):
         buf, clean = rt.bordered(("dw", *g.begins, *g.ends), padded_shape(x, g.begins, g.ends), 0.0)
         xp = pad_spatial(x, g.begins, g.ends, out=buf, border=not clean)
-    view = windows(xp, g, out)  # [N, C, *K, *O]
-    y = rt.empty((n_batch, channels * mult) + out)
-    acc = y.reshape((n_batch, channels, mult) + out)
+    return windows(xp, g, out)
+
+
+def _dw_taps_block(view, wk, g: ConvGeometry, ys, n: int, c0: int, c1: int, rt) -> None:
+    """Channels c0:c1 of batch item n through every tap of the window view."""
+    acc = ys[n, c0:c1]
     tmp = rt.scratch("dw_tap", acc.shape)
-    extra = (None,) * len(out)
+    extra = (None,) * (acc.ndim - 2)
     for i, tap in enumerate(np.ndindex(*g.kernel)):
-        win = view[(slice(None), slice(None), *tap)][:, :, None]
-        np.multiply(win, wk[(slice(None), slice(None), i, *extra)], out=tmp if i else acc)
+        win = view[(n, slice(c0, c1), *tap)][:, None]
+        np.multiply(win, wk[(slice(c0, c1), slice(None), i, *extra)], out=tmp if i else acc)
         if i:
             acc += tmp
-    return y
 
 
-def depthwise_rows(
-    x: Array, wk: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor
-) -> Array:
-    """Stride-1 2-D depthwise conv on the padded input flattened to rows of
-    width Wp: every tap is then one contiguous slice; the Wp - OW wrapped
-    columns of each output row are computed and dropped."""
-    n_batch, channels, mult = x.shape[0], x.shape[1], wk.shape[1]
+def _dw_source(x: Array, g: ConvGeometry, out: tuple[int, ...], rt: Executor):
+    """Stride-1 2-D depthwise: the padded input flattened to rows of width
+    Wp, where every tap is one contiguous slice (the Wp - OW wrapped columns
+    of each output row are computed and dropped); and the slice length."""
+    n_batch, channels = x.shape[:2]
     ends = (g.ends[0] + 1, g.ends[1])  # one spare row absorbs the last taps' overrun
     buf, clean = rt.bordered(("dw_rows", *g.begins, *ends), padded_shape(x, g.begins, ends), 0.0)
     xp = pad_spatial(x, g.begins, ends, out=buf, border=not clean)
-    row = xp.shape[3]
-    flat = xp.reshape(n_batch, channels, 1, -1)
-    length = out[0] * row
-    acc = rt.scratch("dw_acc", (n_batch, channels, mult, length))
+    return xp.reshape(n_batch, channels, 1, -1), out[0] * xp.shape[3]
+
+
+def _dw_rows_block(flat, wk, g, out, length: int, ys, n: int, c0: int, c1: int, rt) -> None:
+    """Channels c0:c1 of batch item n on the flattened rows of `_dw_source`."""
+    row = length // out[0]
+    acc = rt.scratch("dw_acc", (c1 - c0, wk.shape[1], length))
     tmp = rt.scratch("dw_tap", acc.shape)
     for i, (kh, kw) in enumerate(np.ndindex(*g.kernel)):
         start = kh * g.dilations[0] * row + kw * g.dilations[1]
-        np.multiply(flat[..., start : start + length], wk[:, :, i, None], out=tmp if i else acc)
+        src = flat[n, c0:c1, :, start : start + length]
+        np.multiply(src, wk[c0:c1, :, i, None], out=tmp if i else acc)
         if i:
             acc += tmp
-    y = rt.empty((n_batch, channels * mult) + out)
-    np.copyto(y, acc.reshape(n_batch, channels * mult, out[0], row)[..., : out[1]])
-    return y
+    np.copyto(ys[n, c0:c1], acc.reshape(c1 - c0, wk.shape[1], out[0], row)[..., : out[1]])
 
 
 def deconv_forward(x: Array, w: Array, g: ConvGeometry, output_padding=()) -> Array:

@@ -16,7 +16,7 @@ from tpuc.context import make_context
 from tpuc.dialects import top
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter
-from tpuc.kernels import executor, gemm_conv
+from tpuc.kernels import conv_plan, executor, gemm_conv
 from tpuc.kernels.arena import Arena
 from tpuc.kernels.executor import Executor, current
 
@@ -229,6 +229,8 @@ CONVS = [  # (x shape, w shape, attrs): both cuts, groups, batch, 1-D
     ((1, 16, 6, 6), (40, 16, 1, 1), dict()),
     ((2, 8, 7, 7), (12, 4, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
     ((1, 6, 9, 9), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),  # depthwise
+    ((2, 6, 9, 8), (12, 1, 5, 5), dict(group=6, pads=[2, 2, 2, 2])),  # depthwise, 2 per channel
+    ((1, 6, 9, 9), (6, 1, 3, 3), dict(group=6, strides=[2, 2], pads=[1, 0, 1, 1])),
     ((1, 4, 20), (8, 4, 3), dict(strides=[2], pads=[1, 1])),
 ]
 
@@ -238,8 +240,10 @@ CONVS = [  # (x shape, w shape, attrs): both cuts, groups, batch, 1-D
 @pytest.mark.parametrize("x_shape,w_shape,attrs", CONVS)
 def test_conv_blocks_match_onnxruntime(x_shape, w_shape, attrs, threads, rows_min_m, monkeypatch):
     """Tiny blocks (tiles of one output row, one block per channel group of
-    the runtime's choice) give onnxruntime's results."""
+    the runtime's choice, depthwise blocks of one channel) give
+    onnxruntime's results."""
     monkeypatch.setattr(gemm_conv, "TILE_BYTES", 1)
+    monkeypatch.setattr(conv_plan, "DW_BLOCK_BYTES", 1)
     monkeypatch.setattr(gemm_conv, "ROWS_MIN_M", rows_min_m)
     monkeypatch.setattr(gemm_conv, "ROWS_PER_BLOCK", 4)
     x, w, b = rand(*x_shape), rand(*w_shape), rand(w_shape[0])
@@ -248,3 +252,16 @@ def test_conv_blocks_match_onnxruntime(x_shape, w_shape, attrs, threads, rows_mi
     with Executor(threads=threads, min_shard_work=0).active():
         ours = run_kernel(top.ConvOp, [x, w, b], dict(attrs, do_relu=True))
     assert_close(ours, np.maximum(ref, 0))
+
+
+def test_depthwise_blocks_never_change_a_result(monkeypatch):
+    """Depthwise convs cut into blocks of channels, on 1 or 2 threads, give
+    the bytes of one block over the whole tensor (no sum is split)."""
+    x, w, b = rand(2, 24, 15, 13), rand(24, 1, 5, 5), rand(24)
+    attrs = dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2], group=24, do_relu=True)
+    results = []
+    for block_bytes, threads in [(1 << 30, 1), (1, 1), (1, 2), (700, 2)]:
+        monkeypatch.setattr(conv_plan, "DW_BLOCK_BYTES", block_bytes)
+        with Executor(threads=threads, min_shard_work=0).active():
+            results.append(run_kernel(top.ConvOp, [x, w, b], attrs).copy())
+    assert all(r.tobytes() == results[0].tobytes() for r in results)
