@@ -13,7 +13,7 @@ upstream): ops that match compute what they computed before, so their
 values are taken from the all-INT8 run, weights only they read are not
 loaded, and only what lies downstream of the change runs again. Lowering a
 candidate costs far less than running it: the lowering passes reuse the
-long per-channel lists of earlier lowerings (dialects/base.py), and
+long per-channel lists of earlier lowerings (tpuc/dialects/base.py), and
 `op_signatures` remembers their text.
 """
 
@@ -93,7 +93,7 @@ LONG = 16
 def _text(attr: Attribute, texts: dict) -> str:
     """str(attr), remembered by identity for long arrays: the per-channel
     multiplier lists are the bulk of a lowered module's text, and every
-    lowering shares them (dialects/base.py keeps them)."""
+    lowering shares them (tpuc/dialects/base.py keeps them)."""
     if not (isinstance(attr, ArrayAttr) and len(attr.data) >= LONG):
         return str(attr)
     known = texts.get(id(attr))

@@ -1,4 +1,4 @@
-"""address-assign (passes/address_assign.py, passes/liveness.py): the book's
+"""address-assign (tpuc/passes/address_assign.py, tpuc/passes/liveness.py): the book's
 Fig. 5-27 reuse rule, a conv chain that needs two buffers, and on a real
 lowered network (TopK in the middle, reshapes, two outputs) checked pair by
 pair with live ranges computed here: no two tensors live at the same time

@@ -1,4 +1,4 @@
-"""subnet-divide (passes/subnet_divide.py): a TopK in the middle of a real
+"""subnet-divide (tpuc/passes/subnet_divide.py): a TopK in the middle of a real
 lowered network gives TPU, CPU, TPU subnets with ids in graph order; leaves
 have none; a network without CPU ops is one TPU subnet; a CPU op first gives
 CPU, TPU; state and chip errors are one line."""

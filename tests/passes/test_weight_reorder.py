@@ -1,4 +1,4 @@
-"""weight-reorder (passes/weight_reorder.py): conv filters to [1, oc, ic/g,
+"""weight-reorder (tpuc/passes/weight_reorder.py): conv filters to [1, oc, ic/g,
 kh·kw] with identical bytes, INT8 Conv2D/Deconv coefficients merged into
 [1, oc, 1, 3] int32 = [bias, multiplier, rshift] (values checked by hand on a
 written module, and against the lowered operands on a real network in INT8

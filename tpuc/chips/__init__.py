@@ -2,7 +2,7 @@
 
 Passes never branch on a chip's name; they read these fields. Adding a chip
 means adding a `Chip` here and, only where its arithmetic differs, a
-lowering rule registered for it (see passes/lowering/registry.py).
+lowering rule registered for it (see tpuc/passes/lowering/registry.py).
 """
 
 from __future__ import annotations

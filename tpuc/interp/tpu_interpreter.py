@@ -3,7 +3,7 @@
 It is the TOP interpreter (same walk, memory reuse and error reporting) with
 two differences: kernels come from `TPU_KERNELS` by (op class, kind), kind
 "int" for a quantized result, "float" otherwise; and each value is held as
-the chip holds it (see dialects/tpu/ops.py): float32 arrays of f16/bf16
+the chip holds it (see tpuc/dialects/tpu/ops.py): float32 arrays of f16/bf16
 values, or of the STORED integers q of quantized tensors. Weights are decoded
 from the npz by their declared element type; `real_values` turns outputs
 back into real numbers S·(q − Z).

@@ -3,7 +3,7 @@
 Add/Sub scale each input by its own multiplier (the lowering shares one
 rshift), Mul multiplies the centered inputs and requantizes once, Concat
 requantizes each input to the output's parameters (a plain copy when that
-is the identity). See dialects/tpu/ops.py for each op's contract.
+is the identity). See tpuc/dialects/tpu/ops.py for each op's contract.
 """
 
 from __future__ import annotations

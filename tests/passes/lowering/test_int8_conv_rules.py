@@ -1,4 +1,4 @@
-"""INT8 lowering of conv/matmul/pool/reduce/scale (passes/lowering/int8_conv.py):
+"""INT8 lowering of conv/matmul/pool/reduce/scale (tpuc/passes/lowering/int8_conv.py):
 tiny TOP_CALIBRATED modules with inline weights go through processor-assign and
 convert-top-to-tpu; the int8 filters, int32 biases, multipliers/rshifts and
 result types are checked against values computed by hand, on bm1684x (32-bit

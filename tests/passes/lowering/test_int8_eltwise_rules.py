@@ -1,5 +1,5 @@
 """INT8 lowering of the elementwise, lookup-table and data-movement ops
-(passes/lowering/int8_{eltwise,lut,data}.py) and the TPU cast patterns of
+(tpuc/passes/lowering/int8_{eltwise,lut,data}.py) and the TPU cast patterns of
 canonicalize.
 
 Tiny TOP_CALIBRATED modules (MLIR text, inline weights) go through

@@ -1,4 +1,4 @@
-"""Integer kernels of the TPU compute ops (see dialects/tpu/ops.py for the
+"""Integer kernels of the TPU compute ops (see tpuc/dialects/tpu/ops.py for the
 contract): records built from the op once, then the kernel library's
 matmul, average pooling, Add/Sub/Mul, Concat and ReduceSum/Mean
 (`data_ops` adds the Max/Min modes of Pool2D and Reduce, which only move

@@ -2,7 +2,7 @@
 
 A TPU kernel is `fn(op, args) -> array | tuple[array, ...]`, like a TOP
 kernel, registered per (op class, kind): kind "float" when the op's result
-is f32/f16/bf16, "int" when it is quantized (see dialects/tpu/ops.py for
+is f32/f16/bf16, "int" when it is quantized (see tpuc/dialects/tpu/ops.py for
 what each op means in integers). Arrays follow the TPU interpreter's
 convention: float32 holding f16/bf16 values or stored integers; i32 weights
 arrive as float64.

@@ -2,7 +2,7 @@
 Add/Sub (one multiplier per input on a shared rshift), Mul (one multiplier
 for the product) and Concat (one requant per input).
 
-Parameters follow the integer contract in dialects/tpu/ops.py; widths come
+Parameters follow the integer contract in tpuc/dialects/tpu/ops.py; widths come
 from the chip (`eltwise_multiplier_bits` for Add/Sub, `multiplier_bits` for
 Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
 """

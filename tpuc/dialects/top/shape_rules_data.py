@@ -1,5 +1,5 @@
 """Shape rules of the data-movement, indexing and reduction ops (numpy and
-ONNX semantics, with the attribute conventions of dialects/top.py)."""
+ONNX semantics, with the attribute conventions of tpuc/dialects/top.py)."""
 
 from __future__ import annotations
 

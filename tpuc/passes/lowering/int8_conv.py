@@ -4,7 +4,7 @@ Filters are quantized symmetrically per output channel (S_w[c] = max|w_c|/127),
 biases become int32 at scale S_in·S_w[c], and the float factor that maps the
 accumulator to the output, S_in·S_w[c]/S_out, becomes one multiplier/rshift
 per channel of the chip's multiplier width. The integer meaning of each TPU
-op is in dialects/tpu/ops.py. Forms that the integers cannot express exactly
+op is in tpuc/dialects/tpu/ops.py. Forms that the integers cannot express exactly
 (an average over windows of different sizes, operands that are not weights
 where a weight is needed) decline, and run in the chip's float fallback.
 Scale and BatchNorm become depthwise 1x1 convolutions, so they need no

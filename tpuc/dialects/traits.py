@@ -137,7 +137,7 @@ class HasShapeRule(OpTrait):
 @dataclass(frozen=True)
 class HasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
     """The op is rewritten by canonicalization patterns rooted at its class
-    (imported from passes/canonicalize when first asked for, as xDSL's own
+    (imported from tpuc/passes/canonicalize when first asked for, as xDSL's own
     dialects import theirs)."""
 
     def get_patterns(self, op: type[Operation]) -> tuple[RewritePattern, ...]:

@@ -1,7 +1,7 @@
 """Regenerate `caffe_descriptor.py` from `caffe.proto` (development time
 only: needs grpcio-tools, which bundles protoc).
 
-    python frontends/caffe/build_descriptor.py
+    python tpuc/frontends/caffe/build_descriptor.py
 
 The committed result is the serialized `FileDescriptorProto` as a bytes
 literal: loading it into a private DescriptorPool works with every protobuf

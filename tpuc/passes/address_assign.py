@@ -6,7 +6,7 @@ Layout, from `chip.gmem_start` up:
   is rounded up to 4 KiB;
 - the neuron region, at the next 4 KiB boundary: every activation (network
   inputs and outputs included) at a multiple of `chip.neuron_align`, packed
-  by liveness (passes/liveness.py) with reuse. The allocator is greedy:
+  by liveness (tpuc/passes/liveness.py) with reuse. The allocator is greedy:
   buffers by size, largest first (ties in graph order), each at the lowest
   offset that overlaps no placed buffer whose live range meets its own.
   Live ranges are inclusive, so an op's result never shares memory with an
