@@ -19,13 +19,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp, NoneType, StringAttr
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
 from tpuc.errors import TpucError
+from tpuc.frontends.builder import ModuleBuilder
 from tpuc.frontends.caffe.model import (
     DATA_LAYERS,
     SKIPPED,
@@ -85,20 +86,17 @@ def scan_unsupported(net: CaffeNet) -> None:
     )
 
 
-class CaffeConverter:
+class CaffeConverter(ModuleBuilder):
     """Conversion state: blob name -> current SSA value, plus the ops."""
 
     def __init__(self, net: CaffeNet):
+        super().__init__()
         self.net = net
         self.values: dict[str, SSAValue] = {}
-        self.weights: dict[str, np.ndarray] = {}
-        self.block = Block()
         self.converters = load_converters()
         self.layer_tensors: dict[str, list[str]] = {}
-        self._names: set[str] = set()
         self._writers = _writer_counts(net)
         self._written: dict[str, int] = defaultdict(int)
-        self._none: SSAValue | None = None
 
     # --- inputs and outputs --------------------------------------------------------
 
@@ -127,7 +125,7 @@ class CaffeConverter:
                     "give --input_shapes"
                 )
             arg = self.block.insert_arg(tensor_type(shape), len(self.block.args))
-            op = top.InputOp.make([arg], self._take(name), result_types=[tensor_type(shape)])
+            op = top.InputOp.make([arg], self.unique_name(name), result_types=[tensor_type(shape)])
             self.block.add_op(op)
             self.values[name] = op.results[0]
 
@@ -218,24 +216,9 @@ class CaffeConverter:
         shape: Sequence[int],
     ) -> SSAValue:
         """An intermediate op tpuc adds (no Caffe blob of that name)."""
-        op = cls.make(operands, self._take(base), attrs, result_types=[tensor_type(shape)])
+        op = cls.make(operands, self.unique_name(base), attrs, result_types=[tensor_type(shape)])
         self.block.add_op(op)
         return op.results[0]
-
-    def weight(self, base: str, array: np.ndarray) -> SSAValue:
-        data = np.ascontiguousarray(array, dtype=np.float32)
-        name = self._take(base)
-        self.weights[name] = data
-        op = top.WeightOp.make([], name, result_types=[tensor_type(data.shape)])
-        self.block.add_op(op)
-        return op.results[0]
-
-    def none(self) -> SSAValue:
-        if self._none is None:
-            op = top.NoneOp.build(result_types=[NoneType()])
-            self.block.add_op(op)
-            self._none = op.results[0]
-        return self._none
 
     def blobs(self, layer: Layer, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """The layer's caffemodel blobs, checked against the shapes the
@@ -265,15 +248,7 @@ class CaffeConverter:
         """`blob` for its last writer, `blob/k` for the k-th earlier one."""
         self._written[blob] += 1
         k, total = self._written[blob], self._writers.get(blob, 1)
-        return self._take(blob if k >= total else f"{blob}/{k}")
-
-    def _take(self, base: str) -> str:
-        name, n = base, 0
-        while name in self._names:
-            n += 1
-            name = f"{base}_{n}"
-        self._names.add(name)
-        return name
+        return self.unique_name(blob if k >= total else f"{blob}/{k}")
 
 
 def _writer_counts(net: CaffeNet) -> dict[str, int]:

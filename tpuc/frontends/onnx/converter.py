@@ -16,12 +16,13 @@ import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto
 from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
 from tpuc.dialects.top.shape_infer import infer_op_shapes
 from tpuc.errors import TpucError
+from tpuc.frontends.builder import ModuleBuilder
 from tpuc.frontends.onnx import graph as g
 from tpuc.frontends.onnx.folding import fold_node
 from tpuc.frontends.onnx.registry import attr_dict, load_converters
@@ -62,23 +63,20 @@ def _initial_consts(graph: GraphProto) -> set[str]:
     return {t.name for t in graph.initializer}
 
 
-class OnnxConverter:
+class OnnxConverter(ModuleBuilder):
     """Conversion state: ONNX tensor name -> SSA value or constant array,
     plus the TOP ops built so far."""
 
     def __init__(self, path: str, model: ModelProto, onnx_shapes: dict[str, tuple[int, ...]]):
+        super().__init__(_all_names(model.graph))
         self.path = path
         self.opsets = {imp.domain or "": imp.version for imp in model.opset_import}
         self.opset = g.default_opset(model)
         self.onnx_shapes = onnx_shapes
         self.values: dict[str, SSAValue] = {}
         self.consts: dict[str, np.ndarray] = {}
-        self.weights: dict[str, np.ndarray] = {}
-        self.block = Block()
         self.converters = load_converters()
-        self._used_names = _all_names(model.graph)
         self._op_names: set[str] = set()
-        self._none: SSAValue | None = None
         self._attrs: dict[int, tuple[NodeProto, dict[str, Any]]] = {}
 
     # --- building the function -------------------------------------------------
@@ -262,21 +260,6 @@ class OnnxConverter:
                 )
         return data
 
-    def none(self) -> SSAValue:
-        if self._none is None:
-            op = top.NoneOp.build(result_types=[_none_type()])
-            self._append(op)
-            self._none = op.results[0]
-        return self._none
-
-    def unique_name(self, base: str) -> str:
-        name, n = base, 0
-        while name in self._used_names:
-            n += 1
-            name = f"{base}_{n}"
-        self._used_names.add(name)
-        return name
-
     def bind(self, name: str, value: SSAValue | np.ndarray) -> None:
         """Make ONNX tensor `name` stand for an existing value (forwarding)."""
         if not name:
@@ -328,7 +311,7 @@ class OnnxConverter:
         if tensor in self._op_names:
             tensor = self.unique_name(tensor)
         self._op_names.add(tensor)
-        self._used_names.add(tensor)
+        self._names.add(tensor)
         return tensor
 
     def emit_temp(
@@ -348,12 +331,6 @@ class OnnxConverter:
             _infer(op)
         self._append(op)
         return op.results[0]
-
-
-def _none_type() -> Attribute:
-    from xdsl.dialects.builtin import NoneType
-
-    return NoneType()
 
 
 def _all_names(graph: GraphProto) -> set[str]:

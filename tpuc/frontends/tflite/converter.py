@@ -17,15 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp, NoneType, StringAttr
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type, to_attr
 from tpuc.dialects.top.base import ReluFusedOp
 from tpuc.dialects.top.shape_infer import infer_op_shapes
 from tpuc.errors import TpucError, UnsupportedOpsError
+from tpuc.frontends.builder import ModuleBuilder
 from tpuc.frontends.tflite.model import TModel, TOperator, load_tflite
 from tpuc.frontends.tflite.registry import load_converters
 
@@ -187,11 +188,12 @@ def scan_unsupported(model: TModel, ops: Sequence[TOperator], converters) -> Non
         raise UnsupportedOpsError(model.path, missing)
 
 
-class TfliteConverter:
+class TfliteConverter(ModuleBuilder):
     """Conversion state: TFLite tensor index -> SSA value (NCHW for 4-D)
     or constant array (TFLite layout), plus the TOP ops built so far."""
 
     def __init__(self, model: TModel, trust_shapes: bool = True):
+        super().__init__()
         self.model = model
         self.path = model.path
         self.trust_shapes = trust_shapes
@@ -203,12 +205,8 @@ class TfliteConverter:
         self.consts: dict[int, np.ndarray] = {
             t.index: _real(t) for t in model.tensors if t.data is not None
         }
-        self.weights: dict[str, np.ndarray] = {}
         self.ref_keys: dict[str, tuple[int, bool]] = {}
-        self.block = Block()
         self.converters = load_converters()
-        self._names: set[str] = set()
-        self._none: SSAValue | None = None
 
     # --- building the function -------------------------------------------------
 
@@ -366,29 +364,6 @@ class TfliteConverter:
         found = self.emit_temp(top.PermuteOp, [value], base, {"order": TO_NHWC}, nhwc)
         self.nhwc_values[index] = found
         return found
-
-    def weight(self, base: str, array: np.ndarray) -> SSAValue:
-        data = np.ascontiguousarray(np.asarray(array, np.float32))
-        name = self.unique_name(base)
-        self.weights[name] = data
-        op = top.WeightOp.make([], name, result_types=[tensor_type(data.shape)])
-        self.block.add_op(op)
-        return op.results[0]
-
-    def none(self) -> SSAValue:
-        if self._none is None:
-            op = top.NoneOp.build(result_types=[NoneType()])
-            self.block.add_op(op)
-            self._none = op.results[0]
-        return self._none
-
-    def unique_name(self, base: str) -> str:
-        name, n = base, 0
-        while name in self._names:
-            n += 1
-            name = f"{base}_{n}"
-        self._names.add(name)
-        return name
 
     def top_shape(self, index: int) -> list[int] | None:
         """The output's TOP shape from the file, when the file's shapes hold."""
