@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from layer_ids import layer_names
+from layer_ids import layer_names, tpu_ops
 from xdsl.dialects.builtin import TensorType, f16, f32
 
 from tpuc.dialects import top, tpu
@@ -308,8 +308,6 @@ def _interpreter_record(op):
 def test_pad_gather_arg_deploy_bit_exact(select_mlir, tmp_path, mode):
     from collections import Counter
 
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
     from tpuc.runtime import load_bmodel
     from tpuc.tools import model_deploy
 
@@ -319,12 +317,7 @@ def test_pad_gather_arg_deploy_bit_exact(select_mlir, tmp_path, mode):
     if mode == "INT8":
         argv += ["--calibration_table", str(select_mlir / "select_cali_table")]
     assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
-    module, _ = load_module(next(tmp_path.glob("select_*_tpu.mlir")))
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(tmp_path, "select_*_tpu.mlir")
     names = layer_names(tmp_path, "select_*_final.mlir")
     seen = Counter()
     for _, steps in load_bmodel(tmp_path / "select.bmodel").subnets:

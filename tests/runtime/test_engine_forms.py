@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from layer_ids import group_move, layer_names
+from layer_ids import group_move, layer_names, tpu_ops
 
 from tpuc.runtime import load_bmodel
 from tpuc.runtime.engine import CopyStep, EngineStep
@@ -113,15 +113,8 @@ def _deploy(forms: Path, out: Path, mode: str) -> None:
 
 def _steps(out: Path):
     """(step, its TPU op) of every command of the deployed bmodel."""
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
 
-    module, _ = load_module(next(out.glob("forms_*_tpu.mlir")))
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(out, "forms_*_tpu.mlir")
     names = layer_names(out, "forms_*_final.mlir")
     for _, steps in load_bmodel(out / "forms.bmodel").subnets:
         for step in steps:

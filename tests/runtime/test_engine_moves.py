@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from layer_ids import group_move, layer_names
+from layer_ids import group_move, layer_names, tpu_ops
 from tiny_cnn import prepared  # noqa: F401
 
 from tpuc.isa import engine as isa
@@ -85,8 +85,6 @@ def moves_mlir(tmp_path_factory):
 def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_path, mode):
     from tpuc.dialects import tpu
     from tpuc.interp.kernels.reduce import reduction_record
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
 
     argv = ["--mlir", str(moves_mlir / "moves.mlir"), "--chip", "bm1684x", "--quantize", mode]
     argv += ["--test_input", str(moves_mlir / "moves_in_f32.npz")]
@@ -94,12 +92,7 @@ def test_tile_expand_depth2space_are_strided_copies_bit_exact(moves_mlir, tmp_pa
     if mode == "INT8":
         argv += ["--calibration_table", str(moves_mlir / "moves_cali_table")]
     assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
-    module, _ = load_module(next(tmp_path.glob("moves_*_tpu.mlir")))
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(tmp_path, "moves_*_tpu.mlir")
     names = layer_names(tmp_path, "moves_*_final.mlir")
     moved = Counter()
     program = load_bmodel(tmp_path / "moves.bmodel")
@@ -225,8 +218,6 @@ def select_model(path) -> None:
 def test_float_compare_where_prelu_on_farith(tmp_path, mode):
     from tpuc.dialects import tpu
     from tpuc.interp.kernels.registry import LIBRARY
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
     from tpuc.tools import model_transform, run_calibration
 
     select_model(tmp_path / "select.onnx")
@@ -254,12 +245,7 @@ def test_float_compare_where_prelu_on_farith(tmp_path, mode):
     assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
     if mode != "F16":
         return
-    module, _ = load_module(next(tmp_path.glob("select_*_tpu.mlir")))
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(tmp_path, "select_*_tpu.mlir")
     names = layer_names(tmp_path, "select_*_final.mlir")
     seen = Counter()
     for _, steps in load_bmodel(tmp_path / "select.bmodel").subnets:

@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 import onnx
 import pytest
+from layer_ids import tpu_ops
 from onnx import TensorProto, helper, numpy_helper
 from tiny_cnn import transform_and_calibrate
 
@@ -167,8 +168,6 @@ def deploy_and_check(work, name: str, mode: str, tmp_path) -> Counter:
     """Deploy (bit-exact check against the interpreter), then: every step
     engine-level, records equal the interpreter's. Counts commands by name
     (and kind)."""
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
 
     argv = ["--mlir", str(work / f"{name}.mlir"), "--chip", "bm1684x", "--quantize", mode]
     argv += ["--test_input", str(work / f"{name}_in_f32.npz")]
@@ -176,12 +175,7 @@ def deploy_and_check(work, name: str, mode: str, tmp_path) -> Counter:
     if mode == "INT8":
         argv += ["--calibration_table", str(work / f"{name}_cali_table")]
     assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
-    module, _ = load_module(next(tmp_path.glob(f"{name}_*_tpu.mlir")))
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(tmp_path, f"{name}_*_tpu.mlir")
     rows = json.loads(next(tmp_path.glob(f"{name}_*_tensor_location.json")).read_text())
     names: dict[int, str] = {}
     for row in rows["tensors"]:  # a layer's first result names its op

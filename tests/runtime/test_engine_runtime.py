@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from layer_ids import group_move, layer_names
+from layer_ids import group_move, layer_names, tpu_ops
 from tiny_cnn import prepared  # noqa: F401
 
 from tpuc.errors import TpucError
@@ -338,20 +338,12 @@ def _interpreter_float_record(op):
 
 @pytest.mark.parametrize("chip, mode", [("bm1684x", "F16"), ("bm1684x", "F32"), ("cv183x", "BF16")])
 def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
 
     argv = ["--mlir", str(sfu_mlir / "sfu.mlir"), "--chip", chip, "--quantize", mode]
     argv += ["--test_input", str(sfu_mlir / "sfu_in_f32.npz")]
     argv += ["--model", str(tmp_path / "sfu.bmodel")]
     assert model_deploy.run(argv) == 0  # fails unless bmodel == TPU interpreter bit for bit
-    final = next(tmp_path.glob(f"sfu_{chip}_{mode.lower()}_tpu.mlir"))
-    module, _ = load_module(final)
-    ops = {
-        n[0]: op
-        for op in body_ops(main_function(module).body.block)
-        if (n := getattr(op, "names", None))
-    }
+    ops = tpu_ops(tmp_path, f"sfu_{chip}_{mode.lower()}_tpu.mlir")
     names = layer_names(tmp_path, f"sfu_{chip}_{mode.lower()}_final.mlir")
     program = load_bmodel(tmp_path / "sfu.bmodel")
     functions = Counter()

@@ -26,3 +26,17 @@ def group_move(step) -> bool:
     from tpuc.isa import engine as isa
 
     return step.command.header.opcode in (isa.GDMA_LOAD, isa.GDMA_STORE)
+
+
+def tpu_ops(folder: Path, pattern: str = "*_tpu.mlir") -> dict:
+    """Tensor name -> TPU op, from a deploy's `_tpu.mlir` (the ops whose
+    records a command's should equal)."""
+    from tpuc.ir import body_ops as function_ops
+    from tpuc.ir import main_function
+
+    module, _ = load_module(next(folder.glob(pattern)))
+    return {
+        n[0]: op
+        for op in function_ops(main_function(module).body.block)
+        if (n := getattr(op, "names", None))
+    }
