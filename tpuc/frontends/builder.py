@@ -4,9 +4,12 @@ for absent operands."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
-from xdsl.dialects.builtin import NoneType
-from xdsl.ir import Block, SSAValue
+from xdsl.dialects.builtin import FunctionType, ModuleOp, NoneType, StringAttr
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import tensor_type
@@ -47,3 +50,22 @@ class ModuleBuilder:
             self.block.add_op(op)
             self._none = op.results[0]
         return self._none
+
+    def module(self, model_name: str, results: Sequence[SSAValue], platform: str) -> ModuleOp:
+        """func @main returning `results`, in a TOP_F32 module of `platform`
+        (ONNX, TFLITE, CAFFE) whose weight file follows TPU-MLIR's name."""
+        self.block.add_op(ReturnOp(*results))
+        in_types = [a.type for a in self.block.args]
+        func = FuncOp(
+            "main",
+            FunctionType.from_lists(in_types, [r.type for r in results]),
+            Region(self.block),
+        )
+        attributes: dict[str, Attribute] = {
+            "module.name": StringAttr(model_name),
+            "module.chip": StringAttr("ALL"),
+            "module.state": StringAttr("TOP_F32"),
+            "module.platform": StringAttr(platform),
+            "module.weight_file": StringAttr(f"{model_name}_top_f32_all_origin_weight.npz"),
+        }
+        return ModuleOp([func], attributes=attributes, sym_name=StringAttr(model_name))

@@ -19,9 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
@@ -136,21 +135,7 @@ class CaffeConverter(ModuleBuilder):
             if name not in self.values:
                 raise TpucError(f"--output_names: '{name}' is not a blob of {self.net.path}")
             results.append(self.values[name])
-        self.block.add_op(ReturnOp(*results))
-        in_types = [a.type for a in self.block.args]
-        func = FuncOp(
-            "main",
-            FunctionType.from_lists(in_types, [r.type for r in results]),
-            Region(self.block),
-        )
-        attributes: dict[str, Attribute] = {
-            "module.name": StringAttr(model_name),
-            "module.chip": StringAttr("ALL"),
-            "module.state": StringAttr("TOP_F32"),
-            "module.platform": StringAttr("CAFFE"),
-            "module.weight_file": StringAttr(f"{model_name}_top_f32_all_origin_weight.npz"),
-        }
-        return ModuleOp([func], attributes=attributes, sym_name=StringAttr(model_name))
+        return self.module(model_name, results, "CAFFE")
 
     def _final_blobs(self) -> list[str]:
         """Blobs no layer reads: Caffe's network outputs."""

@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto
-from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Operation, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type
@@ -143,21 +142,7 @@ class OnnxConverter(ModuleBuilder):
         """Return the requested tensors and wrap everything in a module."""
         results = [self.value(name) for name in outputs]
         self._name_outputs(results, outputs)
-        self._append(ReturnOp(*results))
-        in_types = [a.type for a in self.block.args]
-        func = FuncOp(
-            "main",
-            FunctionType.from_lists(in_types, [r.type for r in results]),
-            Region(self.block),
-        )
-        attributes: dict[str, Attribute] = {
-            "module.name": StringAttr(model_name),
-            "module.chip": StringAttr("ALL"),
-            "module.state": StringAttr("TOP_F32"),
-            "module.platform": StringAttr("ONNX"),
-            "module.weight_file": StringAttr(f"{model_name}_top_f32_all_origin_weight.npz"),
-        }
-        return ModuleOp([func], attributes=attributes, sym_name=StringAttr(model_name))
+        return self.module(model_name, results, "ONNX")
 
     def _name_outputs(self, results: Sequence[SSAValue], outputs: Sequence[str]) -> None:
         """Identity-like forwarding can leave an output produced by an op

@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr
-from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import PyValue, TensorOp, shape_of, tensor_type, to_attr
@@ -243,20 +242,7 @@ class TfliteConverter(ModuleBuilder):
     def finish(self, model_name: str, outputs: Sequence[int]) -> ModuleOp:
         """Return the requested tensors (4-D ones back in NHWC)."""
         results = [self.output_value(i) for i in outputs]
-        self.block.add_op(ReturnOp(*results))
-        func = FuncOp(
-            "main",
-            FunctionType.from_lists([a.type for a in self.block.args], [r.type for r in results]),
-            Region(self.block),
-        )
-        attributes: dict[str, Attribute] = {
-            "module.name": StringAttr(model_name),
-            "module.chip": StringAttr("ALL"),
-            "module.state": StringAttr("TOP_F32"),
-            "module.platform": StringAttr("TFLITE"),
-            "module.weight_file": StringAttr(f"{model_name}_top_f32_all_origin_weight.npz"),
-        }
-        return ModuleOp([func], attributes=attributes, sym_name=StringAttr(model_name))
+        return self.module(model_name, results, "TFLITE")
 
     def output_value(self, index: int) -> SSAValue:
         """A graph output in the model's layout, named after the tensor: the
