@@ -122,9 +122,12 @@ class TopInterpreter:
     0 always lets BLAS thread; N >= 1 uses N kernel threads."""
 
     title = "TOP interpreter"  # the progress bar's label
+    native_default = True  # run exportable ops through onnxruntime (see `native`)
 
-    def __init__(self, module: ModuleOp, threads: int | None = None):
+    def __init__(self, module: ModuleOp, threads: int | None = None, native: bool | None = None):
         self.executor = Executor(threads)
+        self.native = native_wanted(self.native_default) if native is None else native
+        self._native: Any = None  # NativeRuns of the last weights
         body = main_function(module).body.block
         self.ops: list[Operation] = body_ops(body)
         ret = body.last_op
@@ -178,6 +181,9 @@ class TopInterpreter:
         self, weights, inputs, dump_all: bool, progress: bool, observe, given, reuse
     ) -> dict[str, np.ndarray]:
         env: dict[SSAValue, Any] = {}
+        native = self._native_runs(weights) if not reuse else None
+        every = dump_all or observe is not None
+        pending: dict[SSAValue, np.ndarray] = {}  # results of the current native run
         dumped: dict[str, np.ndarray] = {}
         arena = self.executor.arena
         concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
@@ -186,7 +192,9 @@ class TopInterpreter:
             if in_place:
                 arena.place(self._place(i, step, concats))
                 arena.pick_donors(env, self.donors[i])
-            if i in reuse:
+            if native is not None and i in native.covered:
+                results = self._native_step(native, i, step, env, pending, every)
+            elif i in reuse:
                 results = [given[name] for name in step.names]
             else:
                 results = self._execute(step, env, weights, inputs)
@@ -208,6 +216,32 @@ class TopInterpreter:
                 arena.collect()
         outputs = {name: env[v] for v, name in self._returned_names()}
         return {**dumped, **outputs} if dump_all else outputs
+
+    def _native_runs(self, weights: Mapping[str, np.ndarray]):
+        """The native runs for these weights (made again when they change)."""
+        if not self.native:
+            return None
+        from tpuc.interp.native.segments import NativeRuns
+
+        if self._native is None or not self._native.valid_for(weights):
+            self._native = NativeRuns(self.steps, weights, set(self.returned), self.last_use)
+        return self._native
+
+    def _native_step(self, native, i: int, step: Step, env, pending, every: bool) -> list:
+        """Step i's results from its native run (run when i starts it); None
+        for results nobody reads when not every tensor is wanted."""
+        run = native.starts.get(i)
+        if run is not None:
+            try:
+                pending.update(native.run(run, env, every, max(1, self.executor.threads)))
+            except TpucError:
+                raise
+            except Exception as exc:  # onnxruntime names the node: the TOP tensor
+                raise TpucError(f"{step.op.name} '{step.names[0]}' failed: {exc}") from exc
+        return [
+            self._checked(step, k, pending.pop(v)) if v in pending else None
+            for k, v in enumerate(step.results)
+        ]
 
     def _place(self, i: int, step: Step, concats: dict[int, np.ndarray]) -> np.ndarray | None:
         """Where step i's kernel should write its result: its part of a
@@ -286,6 +320,17 @@ class TopInterpreter:
                 f"input '{name}' has shape {list(array.shape)}, expected {list(expected)}"
             )
         return array
+
+
+NATIVE_ENV = "TPUC_NATIVE"
+"""Set to 0 to run every TOP op with the numpy kernels (e.g. to compare)."""
+
+
+def native_wanted(default: bool) -> bool:
+    """The class default unless $TPUC_NATIVE turns the native path off."""
+    import os
+
+    return default and os.environ.get(NATIVE_ENV, "1") != "0"
 
 
 def fit_weight(name: str, array: np.ndarray, expected) -> np.ndarray:

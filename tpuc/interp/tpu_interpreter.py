@@ -75,6 +75,7 @@ class TpuInterpreter(TopInterpreter):
     (see the module docstring), `real_values` their real meaning."""
 
     title = "TPU interpreter"
+    native_default = False  # stored values, exact kernels: numpy only
 
     def __init__(self, module: ModuleOp, threads: int | None = None):
         super().__init__(module, threads)
