@@ -11,6 +11,11 @@ all: the last lines print both ratios between the largest and the smallest
 count.
 
     python benchmarks/calibration.py [--counts 10,20,40] [--model resnet50] [--anchors DIR]
+        [--before]
+
+--before also runs each count with the interpreter's native path off
+(TPUC_NATIVE=0: every TOP op in numpy, as before issue 20), prints both
+times and peaks, and how far the two tables' thresholds are apart.
 
 Reference (../shared/anchors/SUMMARY.md, same machine type): tpu-mlir 1.30.2
 took 77 s and 1.9 GB for resnet50 with 20 samples, kl, tune 5.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -102,14 +108,57 @@ print(json.dumps({"seconds": time.perf_counter() - start,
 """
 
 
-def calibrate(mlir: Path, dataset: Path, count: int, table: Path, tune: int) -> dict:
+def calibrate(
+    mlir: Path, dataset: Path, count: int, table: Path, tune: int, native: bool = True
+) -> dict:
     """One run_calibration in a fresh process: its wall time and peak RSS."""
     argv = [str(mlir), "--dataset", str(dataset), "--input_num", str(count),
             "--cali_method", "kl", "--tune_num", str(tune), "-o", str(table)]  # fmt: skip
+    env = {**os.environ, "TPUC_NATIVE": "1" if native else "0"}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, *argv], check=True, capture_output=True, text=True
+        [sys.executable, "-c", CHILD, *argv], check=True, capture_output=True, text=True, env=env
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table_distance(a: Path, b: Path) -> str:
+    """How far two tables' thresholds are apart (identical bytes, or the
+    largest relative difference and how many tensors differ)."""
+    if a.read_bytes() == b.read_bytes():
+        return "tables byte-identical"
+    from tpuc.cali_table import read_table
+
+    ta, tb = read_table(a).entries, read_table(b).entries
+    rel = [
+        abs(ta[n].threshold - tb[n].threshold) / max(abs(ta[n].threshold), 1e-30)
+        for n in ta
+        if n in tb
+    ]
+    differ = sum(r > 0 for r in rel)
+    return (
+        f"thresholds differ on {differ} of {len(rel)} tensors, "
+        f"max relative {max(rel, default=0.0):.2e}, median {sorted(rel)[len(rel) // 2]:.1e}"
+    )
+
+
+def before_after(args, mlir: Path, work: Path, count: int) -> None:
+    """The same calibration with the numpy path and the native one."""
+    runs = {}
+    for native in (False, True):
+        table = work / f"t{count}_{'native' if native else 'numpy'}"
+        start = time.perf_counter()
+        result = calibrate(mlir, work / "samples", count, table, args.tune_num, native)
+        runs[native] = (time.perf_counter() - start, result["peak_mb"], table)
+        label = "native path (after) " if native else "numpy path (before)"
+        wall, peak, _ = runs[native]
+        print(
+            f"{args.model}: {count:3d} samples, kl + tune {args.tune_num}, {label}: "
+            f"wall {wall:6.1f} s, peak RSS {peak:.0f} MB",
+            flush=True,
+        )
+    (t0, m0, a), (t1, m1, b) = runs[False], runs[True]
+    distance = table_distance(a, b)
+    print(f"  after/before: time {t1 / t0:.2f}x, peak memory {m1 / m0:.2f}x; {distance}")
 
 
 def main() -> None:
@@ -118,6 +167,9 @@ def main() -> None:
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--tune_num", type=int, default=5)
     parser.add_argument("--anchors", type=Path, default=Path("/work/cache/anchors"))
+    parser.add_argument(
+        "--before", action="store_true", help="also run with TPUC_NATIVE=0 and compare"
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     with tempfile.TemporaryDirectory(prefix="tpuc_cali_bench_") as tmp:
@@ -128,6 +180,10 @@ def main() -> None:
 
         spec = input_specs(load_module(mlir)[0])[0]
         make_samples(work / "samples", max(counts), spec.name, spec.shape[-1])
+        if args.before:
+            for count in counts:
+                before_after(args, mlir, work, count)
+            return
         rows = []
         for count in counts:
             start = time.perf_counter()

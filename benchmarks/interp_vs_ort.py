@@ -8,14 +8,18 @@ on first use into the tpuc cache). Also times a whole `model_transform.py`
 run on it, verification included. The last line is
 `ratio=<interpreter/onnxruntime>`.
 
-    python benchmarks/interp_vs_ort.py [--runs 7] [--model resnet50]
-        [--anchors /tmp/anchors] [--families] [--no-transform]
+    python benchmarks/interp_vs_ort.py [--runs 7] [--model resnet50[,ppocr_det,...]]
+        [--anchors /tmp/anchors] [--before] [--families] [--no-transform]
 
-With --anchors, `--model` names an anchor model (its onnx file and
-test_input.npz, e.g. resnet50, ppocr_det, ppocr_rec, densenet121) instead
-of the zoo's light architecture. --families also prints where the time
-goes: per op family, the interpreter's time (each op timed in a run of its
-own) against onnxruntime's profiler (per node type, mapped to TOP names).
+With --anchors, `--model` names anchor models (their onnx file and
+test_input.npz, e.g. resnet50,ppocr_det,ppocr_rec,densenet121) instead
+of the zoo's light architecture. Each model is timed twice: a plain run
+(outputs only: the ratio) and a run that keeps every tensor (dump_all,
+as calibration and verification observe them). --before also times the
+numpy path (TPUC_NATIVE=0, every op in numpy); --families prints where
+that path's time goes: per op family, each op timed in a run of its own,
+against onnxruntime's profiler (per node type, mapped to TOP names). The
+last lines are `ratio[<model>]=...` and `ratio=<first model's>`.
 """
 
 from __future__ import annotations
@@ -179,17 +183,67 @@ def print_families(top: dict[str, float], ref: dict[str, float]) -> None:
         print(f"{family:16s} {o:9.2f} ms {t:6.2f} ms {ratio}")
 
 
-def load_model(args):
+def load_model(args, name: str):
     """(onnx path, inputs): an anchor model's, or the zoo's light one."""
     import numpy as np
 
     if args.anchors:
-        folder = Path(args.anchors) / args.model
-        return folder / f"{args.model}.onnx", dict(np.load(folder / "test_input.npz")), None
+        folder = Path(args.anchors) / name
+        return folder / f"{name}.onnx", dict(np.load(folder / "test_input.npz")), None
     from model_zoo import light_model
 
-    zoo = light_model(args.model)
+    zoo = light_model(name)
     return zoo.onnx_path, dict(np.load(zoo.test_input)), zoo
+
+
+def ort_session(onnx_path: Path, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+
+
+def bench_model(args, name: str) -> float:
+    """Times one model's interpreter runs against onnxruntime; returns the
+    ratio of a plain run (outputs only)."""
+    from tpuc.interp.top_interpreter import TopInterpreter
+
+    onnx_path, inputs, zoo = load_model(args, name)
+    module, store = build_top(onnx_path)
+    session = ort_session(onnx_path, args.threads)
+    ort_run = lambda: session.run(None, inputs)  # noqa: E731
+    native = TopInterpreter(module)  # prepared once, like an ORT session
+    modes = [
+        ("outputs only", native, {}),
+        ("every tensor (dump_all)", native, {"dump_all": True}),
+    ]
+    if args.before:
+        modes.append(("numpy path (before)", TopInterpreter(module, native=False), {}))
+    print(f"model={name} threads={args.threads} runs={args.runs}")
+    ratios = {}
+    for label, interp, kwargs in modes:
+        t_top, t_ort = interleaved_medians(
+            lambda i=interp, k=kwargs: i.run(store, inputs, **k), ort_run, args.runs
+        )
+        ratios[label] = t_top / t_ort
+        print(
+            f"  TOP interpreter, {label:24s} median {t_top * 1000:7.1f} ms   "
+            f"onnxruntime {t_ort * 1000:6.1f} ms   ratio {t_top / t_ort:5.2f}"
+        )
+    if args.families:
+        print("  per op family, numpy path (each op timed in a run of its own):")
+        numpy_path = TopInterpreter(module, native=False)
+        print_families(
+            top_families(numpy_path, store, inputs, args.runs),
+            ort_families(onnx_path, inputs, args.threads, args.runs),
+        )
+    if zoo is not None and not args.no_transform:
+        with tempfile.TemporaryDirectory() as tmp:
+            wall = time_model_transform(zoo, Path(tmp))
+        print(f"model_transform.py wall time (with onnxruntime verification): {wall:.2f} s")
+    return ratios["outputs only"]
 
 
 def main() -> None:
@@ -197,43 +251,20 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--model", default="resnet50", help="one model or a comma list")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--anchors", help="folder of anchor models (e.g. /tmp/anchors)")
     parser.add_argument("--families", action="store_true", help="also time per op family")
+    parser.add_argument("--before", action="store_true", help="also time the numpy path")
     parser.add_argument("--no-transform", action="store_true", help="skip model_transform.py")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
-
-    import onnxruntime as ort
-
-    from tpuc.interp.top_interpreter import TopInterpreter
-
-    onnx_path, inputs, zoo = load_model(args)
-    module, store = build_top(onnx_path)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-
-    interpreter = TopInterpreter(module)  # prepared once, like an ORT session
-    t_top, t_ort = interleaved_medians(
-        lambda: interpreter.run(store, inputs), lambda: session.run(None, inputs), args.runs
-    )
-    print(f"model={args.model} threads={args.threads} runs={args.runs}")
-    print(f"onnxruntime      median {t_ort * 1000:8.1f} ms")
-    print(f"TOP interpreter  median {t_top * 1000:8.1f} ms")
-    if args.families:
-        print_families(
-            top_families(interpreter, store, inputs, args.runs),
-            ort_families(onnx_path, inputs, args.threads, args.runs),
-        )
-    if zoo is not None and not args.no_transform:
-        with tempfile.TemporaryDirectory() as tmp:
-            wall = time_model_transform(zoo, Path(tmp))
-        print(f"model_transform.py wall time (with onnxruntime verification): {wall:.2f} s")
-    print(f"ratio={t_top / t_ort:.3f}")
+    names = [n for n in args.model.split(",") if n]
+    ratios = {name: bench_model(args, name) for name in names}
+    for name, ratio in ratios.items():
+        print(f"ratio[{name}]={ratio:.3f}")
+    print(f"ratio={ratios[names[0]]:.3f}")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,9 @@ def test_modes_pass_and_write_their_files(prepared, tmp_path, capsys, chip, mode
         assert data["logits"].dtype == np.float32
 
 
-def test_f32_equals_top(prepared, tmp_path, capsys):
+def test_f32_matches_top(prepared, tmp_path, capsys):
+    """F32 runs the numpy kernels, the TOP reference onnxruntime's: equal to
+    float32 rounding."""
     code, _, err = deploy(prepared, tmp_path, capsys, "F32", "--compare_all")
     assert code == 0, err
     with (
@@ -95,7 +97,7 @@ def test_f32_equals_top(prepared, tmp_path, capsys):
     ):
         assert set(LAYERS) <= set(tpu.files)
         for name in LAYERS:
-            np.testing.assert_allclose(tpu[name], top[name], rtol=0, atol=1e-6, err_msg=name)
+            np.testing.assert_allclose(tpu[name], top[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_compare_all_and_debug_keep_intermediates(prepared, tmp_path, capsys):
@@ -131,7 +133,7 @@ def test_reference_defaults_to_the_top_interpreter(prepared, tmp_path, capsys):
     code, out, err = run_main(main, argv, capsys)
     assert code == 0, err
     assert "comparing with the TOP interpreter" in out
-    assert "1 equal" in out
+    assert "0 not similar" in out
 
 
 def _modes_by_layer(path: Path) -> dict[str, str]:
