@@ -171,34 +171,28 @@ def plain_sigmoid(p: activation.Unary) -> bool:
     return p.alpha in (None, 1.0) and p.beta in (None, 0.0) and not p.option
 
 
-def _pool_attrs(p: pooling.Pooling) -> dict | None:
-    if p.ceil_mode:
-        return None  # ceil-mode windows: onnxruntime versions disagree at the edge
-    attrs: dict = {"kernel_shape": list(p.kernel)}
-    if p.strides:
-        attrs["strides"] = list(p.strides)
-    if p.pads:
-        attrs["pads"] = list(p.pads)
-    return attrs
+def pool_rule(node: str):
+    """The rule writing `node` (MaxPool or AveragePool) for a Pooling record."""
+
+    def rule(p: pooling.Pooling, g: GraphBuilder, ins, outs) -> bool:
+        if p.ceil_mode:
+            return False  # ceil-mode windows: onnxruntime versions disagree at the edge
+        attrs: dict = {"kernel_shape": list(p.kernel)}
+        if p.strides:
+            attrs["strides"] = list(p.strides)
+        if p.pads:
+            attrs["pads"] = list(p.pads)
+        if node == "AveragePool":
+            attrs["count_include_pad"] = int(p.count_include_pad)
+        g.fused(node, [ins[0].name], p.relu, outs[0], **attrs)
+        return True
+
+    rule.__name__ = f"{node.lower()}_rule"
+    return rule
 
 
-@export(pooling.max_pool)
-def max_pool(p: pooling.Pooling, g: GraphBuilder, ins, outs) -> bool:
-    attrs = _pool_attrs(p)
-    if attrs is None:
-        return False
-    g.fused("MaxPool", [ins[0].name], p.relu, outs[0], **attrs)
-    return True
-
-
-@export(pooling.avg_pool)
-def avg_pool(p: pooling.Pooling, g: GraphBuilder, ins, outs) -> bool:
-    attrs = _pool_attrs(p)
-    if attrs is None:
-        return False
-    attrs["count_include_pad"] = int(p.count_include_pad)
-    g.fused("AveragePool", [ins[0].name], p.relu, outs[0], **attrs)
-    return True
+export(pooling.max_pool)(pool_rule("MaxPool"))
+export(pooling.avg_pool)(pool_rule("AveragePool"))
 
 
 @export(data.concat)

