@@ -151,7 +151,7 @@ class MixedPrecisionSearch:
         self.stats = SearchStats()
         self._tmp = tempfile.TemporaryDirectory(prefix="tpuc_qtable_")
         start = time.perf_counter()
-        top_interp = top_interp or TopInterpreter(module)
+        top_interp = top_interp or TopInterpreter(module, native=False)  # as calibration
         self.float_tensors = [top_interp.run(store, x, dump_all=True) for x in self.samples]
         self.output_names = output_names(module)
         self.stats.seconds["float"] = time.perf_counter() - start
