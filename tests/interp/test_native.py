@@ -258,3 +258,24 @@ def test_a_missing_weight_is_named():
     module, store, inputs = build("conv-no-bias")
     with pytest.raises(TpucError, match="weight 'w' is missing"):
         TopInterpreter(module).run({}, inputs)
+
+
+def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch):
+    """An export rule writing a graph onnxruntime refuses costs speed, not
+    results: the run is dropped, its ops run in numpy, the reason is kept."""
+    from tpuc.interp.native import graph, rules
+
+    def broken(p, g, ins, outs):
+        g.node("NoSuchOp", [ins[0].name], [outs[0]])
+        return True
+
+    monkeypatch.setitem(graph.EXPORTS, rules.activation.unary, broken)
+    module, store, inputs = build("conv-relu6-group")
+    interp = TopInterpreter(module)
+    got = interp.run(store, inputs, dump_all=True)
+    want = TopInterpreter(module, native=False).run(store, inputs, dump_all=True)
+    for name in ("y", "z"):
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6)
+    assert interp._native.covered == set()
+    assert "NoSuchOp" in interp._native.failures[0]
+    assert interp.run(store, inputs)["z"].shape == want["z"].shape  # and again, in numpy

@@ -192,12 +192,14 @@ class TopInterpreter:
             if in_place:
                 arena.place(self._place(i, step, concats))
                 arena.pick_donors(env, self.donors[i])
-            if native is not None and i in native.covered:
+            results = None
+            if native is not None and i in native.covered:  # None: its run was dropped
                 results = self._native_step(native, i, step, env, pending, every)
-            elif i in reuse:
-                results = [given[name] for name in step.names]
-            else:
-                results = self._execute(step, env, weights, inputs)
+            if results is None:
+                if i in reuse:
+                    results = [given[name] for name in step.names]
+                else:
+                    results = self._execute(step, env, weights, inputs)
             arena.place(None)
             arena.pick_donors(env, ())
             env.update(zip(step.results, results, strict=True))
@@ -227,13 +229,19 @@ class TopInterpreter:
             self._native = NativeRuns(self.steps, weights, set(self.returned), self.last_use)
         return self._native
 
-    def _native_step(self, native, i: int, step: Step, env, pending, every: bool) -> list:
+    def _native_step(self, native, i: int, step: Step, env, pending, every: bool) -> list | None:
         """Step i's results from its native run (run when i starts it); None
-        for results nobody reads when not every tensor is wanted."""
+        for results nobody reads when not every tensor is wanted. None when
+        onnxruntime would not load the run: it is dropped, numpy runs it."""
+        from tpuc.interp.native.segments import NativeUnavailable
+
         run = native.starts.get(i)
         if run is not None:
             try:
                 pending.update(native.run(run, env, every, max(1, self.executor.threads)))
+            except NativeUnavailable:
+                native.drop(run)  # the caller runs the step in numpy
+                return None
             except TpucError:
                 raise
             except Exception as exc:  # onnxruntime names the node: the TOP tensor

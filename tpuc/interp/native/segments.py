@@ -19,7 +19,6 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
-from tpuc.errors import TpucError
 from tpuc.interp.kernels.registry import LIBRARY
 from tpuc.interp.native import rules  # noqa: F401  (registers the rules)
 from tpuc.interp.native.graph import EXPORTS, OPSET, GraphBuilder, Tensor
@@ -27,6 +26,10 @@ from tpuc.ir import tensor_names
 
 MAX_RUN_BYTES = 256 << 20
 """A run's results together stay under this (when the steps allow)."""
+
+
+class NativeUnavailable(Exception):
+    """onnxruntime would not load a run's graph (see `NativeRuns.failures`)."""
 
 
 @dataclass
@@ -207,9 +210,15 @@ class NativeRuns:
             return ort.InferenceSession(
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
-        except Exception as exc:  # an export rule's bug: name the ops
+        except Exception as exc:  # an export rule's bug: its ops run in numpy
             first = tensor_names(_op_of(run.results[0]))[0]
-            raise TpucError(f"native run from '{first}' does not load: {exc}") from exc
+            self.failures.append(f"run from '{first}' does not load: {exc}")
+            raise NativeUnavailable(first) from exc
+
+    def drop(self, run: Run) -> None:
+        """Leave `run`'s steps to the numpy kernels from now on."""
+        self.starts.pop(run.steps[0], None)
+        self.covered -= set(run.steps)
 
 
 def _external(name: str, array: np.ndarray):
