@@ -19,6 +19,7 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top
+from tpuc.dialects.base import shape_of
 from tpuc.interp.kernels.registry import LIBRARY
 from tpuc.interp.native import rules  # noqa: F401  (registers the rules)
 from tpuc.interp.native.graph import EXPORTS, OPSET, GraphBuilder, Tensor
@@ -44,6 +45,7 @@ class Run:
     results: list[SSAValue] = field(default_factory=list)  # every result, in order
     live_out: list[SSAValue] = field(default_factory=list)  # read after the run
     sessions: dict[tuple[bool, int], Any] = field(default_factory=dict)
+    handed: list = field(default_factory=list)  # OrtValues over `weights`, kept with the sessions
 
 
 class NativeRuns:
@@ -83,14 +85,13 @@ class NativeRuns:
             return Tensor(f"w:{name}", shape, const)
         return Tensor(self._name(value), shape)
 
-    def _export(self, step) -> tuple[list, dict] | None:
-        """The step's ONNX nodes and initializers, or None (runs in numpy)."""
+    def _export(self, step) -> tuple[list, dict, dict] | None:
+        """The step's ONNX nodes, constants and weights, or None (it runs in
+        numpy, which also names any error in its attributes or weights)."""
         entry = LIBRARY.get(type(step.op))
         rule = EXPORTS.get(entry[1]) if entry else None
         if step.leaf or rule is None or any(s is None for s in step.shapes):
             return None
-        from tpuc.dialects.base import shape_of
-
         shapes = [shape_of(v) for v in step.operands]
         if any(s is None and not _none(v) for v, s in zip(step.operands, shapes, strict=True)):
             return None
@@ -102,7 +103,10 @@ class NativeRuns:
         g.label = step.names[0]
         outs = [self._name(v) for v in step.results]
         g.shapes = dict(zip(outs, step.shapes, strict=True))
-        record = entry[0](step.op)
+        try:
+            record = entry[0](step.op)
+        except Exception:  # noqa: BLE001  (the numpy kernel reports it with the op's name)
+            return None
         if not rule(record, g, operands, outs):
             return None
         read = {name for node in g.nodes for name in node.input}
@@ -155,7 +159,8 @@ class NativeRuns:
     # --- execution -------------------------------------------------------------------
 
     def valid_for(self, weights: Mapping[str, np.ndarray]) -> bool:
-        """Whether these runs were made from the same weight arrays."""
+        """Whether these runs were made from the same weight arrays (arrays
+        changed in place are not noticed: sessions keep packed copies)."""
         return all(weights.get(name) is array for name, array in self.weight_ids.items())
 
     def run(self, run: Run, env: Mapping[SSAValue, np.ndarray], every: bool, threads: int):
@@ -176,8 +181,6 @@ class NativeRuns:
     def _make_session(self, run: Run, every: bool, threads: int):
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
-
-        from tpuc.dialects.base import shape_of
 
         wanted = run.results if every else run.live_out
 
@@ -205,6 +208,7 @@ class NativeRuns:
         options.enable_mem_pattern = False
         names = list(run.weights)
         values = [ort.OrtValue.ortvalue_from_numpy(run.weights[n]) for n in names]
+        run.handed += values  # onnxruntime reads these buffers for the session's life
         options.add_external_initializers(names, values)
         try:
             return ort.InferenceSession(
