@@ -101,7 +101,7 @@ class Model:
 
 
 def _module_model(path: str) -> Model:
-    from tpuc.interp.top_interpreter import run_top
+    from tpuc.interp.top_interpreter import TopInterpreter
     from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.module_io import load_module
     from tpuc.module_state import ModuleState, state_of
@@ -110,7 +110,8 @@ def _module_model(path: str) -> Model:
     module, store = load_module(path)
     state = state_of(module)
     if state is None or state in (ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED):
-        return Model(path, input_specs(module), lambda feed: run_top(module, store, feed))
+        top_interp = TopInterpreter(module)  # prepared once: its sessions serve every sample
+        return Model(path, input_specs(module), lambda feed: top_interp.run(store, feed))
     if state != ModuleState.TPU_LOWERED:
         raise TpucError(f"{path}: a {state} module has reordered weights; evaluate its bmodel")
     interpreter = TpuInterpreter(module)
