@@ -232,7 +232,7 @@ class OnnxConverter(ModuleBuilder):
                 f"{self.path}: weight '{name}' has element type {array.dtype}; "
                 "only numeric (real) tensors can be weights"
             )
-        data = np.array(array, dtype=np.float32, order="C", copy=None)  # keeps 0-d arrays 0-d
+        data = np.asarray(array, dtype=np.float32, order="C")  # 0-d arrays stay 0-d
         if array.dtype.kind in "iu" and array.size:
             with np.errstate(invalid="ignore"):  # 2**63 rounds out of int64's range
                 back = data.reshape(-1).astype(array.dtype)
