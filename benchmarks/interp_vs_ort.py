@@ -15,11 +15,12 @@ With --anchors, `--model` names anchor models (their onnx file and
 test_input.npz, e.g. resnet50,ppocr_det,ppocr_rec,densenet121) instead
 of the zoo's light architecture. Each model is timed twice: a plain run
 (outputs only: the ratio) and a run that keeps every tensor (dump_all,
-as calibration and verification observe them). --before also times the
-numpy path (TPUC_NATIVE=0, every op in numpy); --families prints where
-that path's time goes: per op family, each op timed in a run of its own,
-against onnxruntime's profiler (per node type, mapped to TOP names). The
-last lines are `ratio[<model>]=...` and `ratio=<first model's>`.
+as verification observes them). --before also times the numpy path
+(TPUC_NATIVE=0, every op in numpy); --families prints where the time goes
+per op family against onnxruntime's profiler (per node type, mapped to TOP
+names): for the native path from onnxruntime's profile of tpuc's own
+sessions, and with --before for the numpy path (each op timed in a run of
+its own). The last lines are `ratio[<model>]=...` and `ratio=<first model's>`.
 """
 
 from __future__ import annotations
@@ -175,6 +176,39 @@ def ort_families(onnx_path: Path, inputs, threads: int, runs: int) -> dict[str, 
     return totals
 
 
+def native_families(module, store, inputs, runs: int) -> dict[str, float]:
+    """Per TOP op family ms of the native path: onnxruntime's profile of its
+    sessions, node '<TOP tensor>#k' counted for that tensor's op (nodes
+    onnxruntime adds, e.g. NCHWc reorders, under their own type); the mean
+    over `runs` plain runs after one warm-up."""
+    import json
+    from collections import defaultdict
+
+    from tpuc.interp.top_interpreter import TopInterpreter
+
+    interp = TopInterpreter(module)
+    interp.run(store, inputs)  # partitions into runs
+    native = interp._native
+    with tempfile.TemporaryDirectory() as tmp:
+        native.profile = str(Path(tmp) / "native")
+        for run in native.starts.values():
+            run.sessions.clear()  # made again, profiling
+        for _ in range(runs + 1):
+            interp.run(store, inputs)
+        events = [e for f in native.end_profiling() for e in json.loads(Path(f).read_text())]
+    family = {s.names[0]: s.op.name.removeprefix("top.") for s in interp.steps if not s.leaf}
+    kernel = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    per_run = defaultdict(list)
+    for event in kernel:
+        per_run[event["name"]].append(event)
+    totals: dict[str, float] = defaultdict(float)
+    for name, node_events in per_run.items():
+        label = name.removesuffix("_kernel_time").split("#")[0]
+        kind = family.get(label) or node_events[0]["args"].get("op_name", "?")
+        totals[kind] += sum(e["dur"] for e in node_events[1:]) / 1000 / max(1, runs)
+    return totals
+
+
 def print_families(top: dict[str, float], ref: dict[str, float]) -> None:
     print(f"{'family':16s} {'onnxruntime':>12s} {'TOP':>9s} {'ratio':>6s}")
     for family in sorted(set(top) | set(ref), key=lambda f: -top.get(f, 0.0)):
@@ -233,12 +267,13 @@ def bench_model(args, name: str) -> float:
             f"onnxruntime {t_ort * 1000:6.1f} ms   ratio {t_top / t_ort:5.2f}"
         )
     if args.families:
-        print("  per op family, numpy path (each op timed in a run of its own):")
-        numpy_path = TopInterpreter(module, native=False)
-        print_families(
-            top_families(numpy_path, store, inputs, args.runs),
-            ort_families(onnx_path, inputs, args.threads, args.runs),
-        )
+        reference = ort_families(onnx_path, inputs, args.threads, args.runs)
+        print("  per op family, native path (onnxruntime's profile of tpuc's sessions):")
+        print_families(native_families(module, store, inputs, args.runs), reference)
+        if args.before:
+            print("  per op family, numpy path (each op timed in a run of its own):")
+            numpy_path = TopInterpreter(module, native=False)
+            print_families(top_families(numpy_path, store, inputs, args.runs), reference)
     if zoo is not None and not args.no_transform:
         with tempfile.TemporaryDirectory() as tmp:
             wall = time_model_transform(zoo, Path(tmp))
