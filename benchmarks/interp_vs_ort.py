@@ -150,30 +150,27 @@ def top_families(interpreter, store, inputs, runs: int) -> dict[str, float]:
 
 def ort_families(onnx_path: Path, inputs, threads: int, runs: int) -> dict[str, float]:
     """Per-family ms of onnxruntime's own node profile (mean over `runs`)."""
-    import json
     from collections import defaultdict
 
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.enable_profiling = True
     with tempfile.TemporaryDirectory() as tmp:
-        options.profile_file_prefix = str(Path(tmp) / "ort")
-        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        session = ort_session(onnx_path, threads, profile=str(Path(tmp) / "ort"))
         session.run(None, inputs)
         for _ in range(runs):
             session.run(None, inputs)
-        events = json.loads(Path(session.end_profiling()).read_text())
+        kernel_events = node_events([session.end_profiling()])
     totals: dict[str, float] = defaultdict(float)
-    kernel_events = [
-        e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
-    ]
     for event in kernel_events[-runs * (len(kernel_events) // (runs + 1)) :]:
         family = event["args"].get("op_name", "?")
         totals[ORT_FAMILIES.get(family, family)] += event["dur"] / 1000 / runs
     return totals
+
+
+def node_events(profiles: list[str]) -> list[dict]:
+    """The per-node kernel events of onnxruntime profile files, in order."""
+    import json
+
+    events = [e for path in profiles for e in json.loads(Path(path).read_text())]
+    return [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
 
 
 def native_families(module, store, inputs, runs: int) -> dict[str, float]:
@@ -181,7 +178,6 @@ def native_families(module, store, inputs, runs: int) -> dict[str, float]:
     sessions, node '<TOP tensor>#k' counted for that tensor's op (nodes
     onnxruntime adds, e.g. NCHWc reorders, under their own type); the mean
     over `runs` plain runs after one warm-up."""
-    import json
     from collections import defaultdict
 
     from tpuc.interp.top_interpreter import TopInterpreter
@@ -195,17 +191,16 @@ def native_families(module, store, inputs, runs: int) -> dict[str, float]:
             run.sessions.clear()  # made again, profiling
         for _ in range(runs + 1):
             interp.run(store, inputs)
-        events = [e for f in native.end_profiling() for e in json.loads(Path(f).read_text())]
+        kernel = node_events(native.end_profiling())
     family = {s.names[0]: s.op.name.removeprefix("top.") for s in interp.steps if not s.leaf}
-    kernel = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per_run = defaultdict(list)
+    per_node = defaultdict(list)
     for event in kernel:
-        per_run[event["name"]].append(event)
+        per_node[event["name"]].append(event)
     totals: dict[str, float] = defaultdict(float)
-    for name, node_events in per_run.items():
+    for name, events in per_node.items():
         label = name.removesuffix("_kernel_time").split("#")[0]
-        kind = family.get(label) or node_events[0]["args"].get("op_name", "?")
-        totals[kind] += sum(e["dur"] for e in node_events[1:]) / 1000 / max(1, runs)
+        kind = family.get(label) or events[0]["args"].get("op_name", "?")
+        totals[kind] += sum(e["dur"] for e in events[1:]) / 1000 / max(1, runs)
     return totals
 
 
@@ -230,12 +225,16 @@ def load_model(args, name: str):
     return zoo.onnx_path, dict(np.load(zoo.test_input)), zoo
 
 
-def ort_session(onnx_path: Path, threads: int):
+def ort_session(onnx_path: Path, threads: int, profile: str | None = None):
+    """onnxruntime on the model with `threads` (profiling to `profile`*)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if profile:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile
     return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
 

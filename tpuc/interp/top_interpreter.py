@@ -233,19 +233,15 @@ class TopInterpreter:
         """Step i's results from its native run (run when i starts it); None
         for results nobody reads when not every tensor is wanted. None when
         onnxruntime would not load the run: it is dropped, numpy runs it."""
-        from tpuc.interp.native.segments import NativeUnavailable
-
         run = native.starts.get(i)
         if run is not None:
             try:
-                pending.update(native.run(run, env, every, max(1, self.executor.threads)))
-            except NativeUnavailable:
-                native.drop(run)  # the caller runs the step in numpy
-                return None
-            except TpucError:
-                raise
+                results = native.run(run, env, every, max(1, self.executor.threads))
             except Exception as exc:  # onnxruntime names the node: the TOP tensor
                 raise TpucError(f"{step.op.name} '{step.names[0]}' failed: {exc}") from exc
+            if results is None:  # dropped: the caller runs the step in numpy
+                return None
+            pending.update(results)
         return [
             self._checked(step, k, pending.pop(v)) if v in pending else None
             for k, v in enumerate(step.results)

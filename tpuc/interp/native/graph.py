@@ -51,11 +51,11 @@ def export(*runs: Callable) -> Callable[[Rule], Rule]:
 class GraphBuilder:
     """Nodes and initializers of one graph; fresh names for temporaries."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str, shapes: dict[str, tuple[int, ...]]) -> None:
         self.nodes: list = []
         self.initializers: dict[str, np.ndarray] = {}
-        self.label = "op"  # the TOP op being exported: names its nodes
-        self.shapes: dict[str, tuple[int, ...]] = {}  # declared shapes of results
+        self.label = label  # the TOP tensor being exported: names its nodes
+        self.shapes = shapes  # declared shapes of its results, by graph name
         self._count = 0
 
     def fresh(self, hint: str = "t") -> str:
@@ -72,11 +72,8 @@ class GraphBuilder:
     def const(self, value, dtype=np.float32, hint: str = "c") -> str:
         """A new initializer holding `value`."""
         name = self.fresh(hint)
-        self.initializers[name] = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        self.initializers[name] = np.ascontiguousarray(value, dtype=dtype)
         return name
-
-    def initializer(self, name: str, array: np.ndarray) -> None:
-        self.initializers[name] = array
 
     def ints(self, values: Sequence[int]) -> str:
         return self.const(list(values), np.int64, "i")

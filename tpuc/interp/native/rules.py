@@ -72,12 +72,10 @@ def matmul(p: float_conv.MatMul, g: GraphBuilder, ins, outs) -> bool:
     return True
 
 
-FOLD_NODES = {"Add": "Add", "Mul": "Mul", "Max": "Max", "Min": "Min"}
-
-
 @export(elementwise.fold)
 def fold(p: elementwise.Fold, g: GraphBuilder, ins, outs) -> bool:
-    """Left to right, one binary node per operand, as the numpy fold."""
+    """Left to right, one binary node per operand, as the numpy fold (its
+    kinds are ONNX's op names)."""
     if any(t is None for t in ins):
         return False
     names = _names(ins)
@@ -94,7 +92,7 @@ def fold(p: elementwise.Fold, g: GraphBuilder, ins, outs) -> bool:
     for k, name in enumerate(names[1:], start=2):
         last = k == len(names)
         step = outs[0] if last and not p.relu.on else g.fresh()
-        g.node(FOLD_NODES[p.kind], [acc, name], [step])
+        g.node(p.kind, [acc, name], [step])
         acc = step
     if p.relu.on:
         g.relu(acc, p.relu, outs[0])
@@ -131,25 +129,17 @@ def scale(p: elementwise.Scale, g: GraphBuilder, ins, outs) -> bool:
     return True
 
 
-UNARY_NODES = {
-    "Tanh": "Tanh",
-    "Abs": "Abs",
-    "Floor": "Floor",
-    "Ceil": "Ceil",
-    "Sqrt": "Sqrt",
-    "HardSwish": "HardSwish",
-    "Identity": "Identity",
-}
-"""Unary kinds without parameters whose onnxruntime kernel is the same
-function in float32."""
+SAME_NAME = frozenset({"Tanh", "Abs", "Floor", "Ceil", "Sqrt", "HardSwish", "Identity"})
+"""Unary kinds without parameters that are the ONNX op of that name (the
+same function in float32)."""
 
 
 @export(activation.unary)
 def unary(p: activation.Unary, g: GraphBuilder, ins, outs) -> bool:
     x, out = ins[0].name, outs[0]
     kind = p.kind
-    if kind in UNARY_NODES:
-        g.node(UNARY_NODES[kind], [x], [out])
+    if kind in SAME_NAME:
+        g.node(kind, [x], [out])
     elif kind == "Relu":
         g.relu(x, Relu(True, p.alpha), out)
     elif kind == "LeakyRelu":
@@ -203,11 +193,8 @@ def concat(p: data.Concat, g: GraphBuilder, ins, outs) -> bool:
 
 @export(data.reshape)
 def reshape(p: data.Reshape, g: GraphBuilder, ins, outs) -> bool:
-    x = ins[0]
-    known = g.shapes.get(outs[0])
-    if known is None:
-        return False
-    g.node("Reshape", [x.name, g.ints(known)], [outs[0]])
+    """To the declared shape (the record's 0 and -1 already resolved)."""
+    g.node("Reshape", [ins[0].name, g.ints(g.shapes[outs[0]])], [outs[0]])
     return True
 
 

@@ -29,10 +29,6 @@ MAX_RUN_BYTES = 256 << 20
 """A run's results together stay under this (when the steps allow)."""
 
 
-class NativeUnavailable(Exception):
-    """onnxruntime would not load a run's graph (see `NativeRuns.failures`)."""
-
-
 @dataclass
 class Run:
     """Consecutive steps run by one session."""
@@ -47,6 +43,10 @@ class Run:
     sessions: dict[tuple[bool, int], Any] = field(default_factory=dict)
     handed: list = field(default_factory=list)  # OrtValues over `weights`, kept with the sessions
 
+    def outputs(self, every: bool) -> list[SSAValue]:
+        """What a session returns: every result, or those read after the run."""
+        return self.results if every else self.live_out
+
 
 class NativeRuns:
     """The runs of one interpreter's steps for one set of weights, and
@@ -56,7 +56,7 @@ class NativeRuns:
         self.profile: str | None = None  # a file prefix: sessions made after this profile
         self.names: dict[SSAValue, str] = {}
         self.weights = weights
-        self.weight_ids = {}
+        self.weight_ids: dict[str, np.ndarray] = {}
         self.starts: dict[int, Run] = {}
         self.covered: set[int] = set()
         self.failures: list[str] = []  # runs left to numpy: why
@@ -100,10 +100,8 @@ class NativeRuns:
             operands = [self._operand(v, s) for v, s in zip(step.operands, shapes, strict=True)]
         except (KeyError, ValueError):
             return None  # a missing or misshapen weight: numpy names it
-        g = GraphBuilder()
-        g.label = step.names[0]
         outs = [self._name(v) for v in step.results]
-        g.shapes = dict(zip(outs, step.shapes, strict=True))
+        g = GraphBuilder(step.names[0], dict(zip(outs, step.shapes, strict=True)))
         try:
             record = entry[0](step.op)
         except Exception:  # noqa: BLE001  (the numpy kernel reports it with the op's name)
@@ -111,8 +109,11 @@ class NativeRuns:
         if not rule(record, g, operands, outs):
             return None
         read = {name for node in g.nodes for name in node.input}
-        weights = {t.name: t.const for t in operands if t is not None and t.name in read}
-        weights = {name: a for name, a in weights.items() if a is not None}
+        weights = {
+            t.name: t.const
+            for t in operands
+            if t is not None and t.const is not None and t.name in read
+        }
         return g.nodes, g.initializers, weights
 
     @staticmethod
@@ -165,25 +166,24 @@ class NativeRuns:
         return all(weights.get(name) is array for name, array in self.weight_ids.items())
 
     def run(self, run: Run, env: Mapping[SSAValue, np.ndarray], every: bool, threads: int):
-        """The run's results (all of them when `every`) by value."""
-        wanted = run.results if every else run.live_out
-        session = self._session(run, every, threads)
+        """The run's results (all of them when `every`) by value; None when
+        onnxruntime would not load it: it is dropped, its ops go to numpy."""
+        key = (every, threads)
+        session = run.sessions.get(key)
+        if session is None:
+            session = self._make_session(run, every, threads)
+            if session is None:
+                self.drop(run)
+                return None
+            run.sessions[key] = session
+        wanted = run.outputs(every)
         feeds = {self.names[v]: np.ascontiguousarray(env[v]) for v in run.inputs}
         outputs = session.run([self.names[v] for v in wanted], feeds)
         return dict(zip(wanted, outputs, strict=True))
 
-    def _session(self, run: Run, every: bool, threads: int):
-        key = (every, threads)
-        session = run.sessions.get(key)
-        if session is None:
-            session = run.sessions[key] = self._make_session(run, every, threads)
-        return session
-
     def _make_session(self, run: Run, every: bool, threads: int):
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
-
-        wanted = run.results if every else run.live_out
 
         def info(value: SSAValue):
             shape = list(shape_of(value) or [])
@@ -193,7 +193,7 @@ class NativeRuns:
             run.nodes,
             "native_run",
             [info(v) for v in run.inputs],
-            [info(v) for v in wanted],
+            [info(v) for v in run.outputs(every)],
             [numpy_helper.from_array(a, n) for n, a in run.initializers.items()]
             + [_external(name, array) for name, array in run.weights.items()],
         )
@@ -210,18 +210,17 @@ class NativeRuns:
         if self.profile:
             options.enable_profiling = True
             options.profile_file_prefix = self.profile
-        names = list(run.weights)
-        values = [ort.OrtValue.ortvalue_from_numpy(run.weights[n]) for n in names]
-        run.handed += values  # onnxruntime reads these buffers for the session's life
-        options.add_external_initializers(names, values)
+        if not run.handed:  # onnxruntime reads these buffers for the sessions' life
+            run.handed = [ort.OrtValue.ortvalue_from_numpy(a) for a in run.weights.values()]
+        options.add_external_initializers(list(run.weights), run.handed)
         try:
             return ort.InferenceSession(
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
-        except Exception as exc:  # an export rule's bug: its ops run in numpy
+        except Exception as exc:  # noqa: BLE001  (an export rule's bug: its ops run in numpy)
             first = tensor_names(_op_of(run.results[0]))[0]
             self.failures.append(f"run from '{first}' does not load: {exc}")
-            raise NativeUnavailable(first) from exc
+            return None
 
     def end_profiling(self) -> list[str]:
         """The profile files of the sessions made with `profile` set (nodes
