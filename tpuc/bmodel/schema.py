@@ -107,9 +107,9 @@ def parse_schema(text: str) -> dict[str, TableSchema]:
     for kind, name, body in _BLOCK.findall(text):
         items = [" ".join(item.split()) for item in body.split(";") if item.strip()]
         if kind == "struct":
-            if name != BINARY or items != ["start:uint64", "size:uint64"]:
+            if name == BINARY and items != ["start:uint64", "size:uint64"]:
                 raise ValueError(f"bmodel.fbs: unexpected struct {name}")
-            continue
+            continue  # other structs (the vendor's RelEntry) are never written
         fields = {f.name: f for f in (_field(name, item) for item in items)}
         slots = sorted(f.slot for f in fields.values())
         if slots != list(range(len(slots))):
@@ -119,6 +119,7 @@ def parse_schema(text: str) -> dict[str, TableSchema]:
 
 
 @cache
-def schema() -> dict[str, TableSchema]:
-    """The tables of tpuc/bmodel/bmodel.fbs."""
-    return parse_schema(FBS_PATH.read_text(encoding="utf-8"))
+def schema(path: Path = FBS_PATH) -> dict[str, TableSchema]:
+    """The tables of tpuc/bmodel/bmodel.fbs (or of another bmodel schema: the
+    vendor's, for native bmodels)."""
+    return parse_schema(Path(path).read_text(encoding="utf-8"))

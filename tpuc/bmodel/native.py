@@ -1,0 +1,163 @@
+"""The chip's own bmodel: the vendor's schema, the vendor runtime's fields.
+
+A native bmodel holds the command streams the vendor backend library wrote,
+so it is laid out exactly as the vendor runtime reads it: the flatbuffer is
+written against the vendor's own bmodel.fbs (from the vendor cache, passed
+in by the caller), input and output tensors carry `mem_type` 1 and `hidden`
+1 / 2 with their index, the coefficients their SHA-256, and the one TPU
+subnet its command groups and `next_subnet_ids [-1]`. `type` is "B", as
+TPU-MLIR writes it; the header's reserved bytes stay zero. tpuc's own
+bmodels (tpuc.bmodel.container) use tpuc's schema and another `type`, and
+each reader refuses the other kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tpuc.bmodel.container import _HEADER, HEADER_SIZE, MAGIC
+from tpuc.bmodel.fbs_write import _Blob, _FlatWriter
+from tpuc.bmodel.model import CmdGroup, Location, TensorDesc, _version
+from tpuc.bmodel.schema import schema
+from tpuc.dtypes import DTYPE_CODES
+
+NATIVE_TYPE = "B"  # Model.type of the vendor's bmodels
+HIDDEN_INPUT, HIDDEN_OUTPUT = 1, 2
+MEM_TYPE_TPU = 1
+
+
+@dataclass
+class NativeNet:
+    """One net with one stage and one TPU subnet."""
+
+    name: str
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+    ctx_addr: int
+    ctx_size: int
+    coeff_addr: int
+    coeff: bytes
+    cmd_groups: list[CmdGroup]
+    coeff_locations: list[Location] = field(default_factory=list)
+
+
+@dataclass
+class NativeModel:
+    chip: str
+    nets: list[NativeNet]
+    time: str
+    neuron_size: int = 0
+    kernel_module: tuple[str, bytes] | None = None  # (file name, bytes)
+    version: str = field(default_factory=_version)
+
+
+def _tensor(w: _FlatWriter, tensor: TensorDesc, hidden: int, index: int) -> int:
+    name = w.string(tensor.name)
+    shape = w.table("Shape", {"dim": w.scalars("uint64", tensor.shape)})
+    return w.table(
+        "Tensor",
+        {
+            "name": name,
+            "data_type": DTYPE_CODES[tensor.dtype],
+            "device_addr": tensor.device_addr,
+            "size": tensor.size,
+            "shape": w.offsets([shape]),
+            "mem_type": MEM_TYPE_TPU,
+            "scale": tensor.scale,
+            "zero_point": tensor.zero_point,
+            "hidden": hidden,
+            "index": index,
+        },
+    )
+
+
+def _tensors(w: _FlatWriter, tensors: list[TensorDesc], hidden: int) -> int:
+    return w.offsets([_tensor(w, t, hidden, i) for i, t in enumerate(tensors)])
+
+
+def _cmd_group(w: _FlatWriter, blob: _Blob, group: CmdGroup) -> int:
+    values = {
+        "bdc_num": group.bdc_num,
+        "gdma_num": group.gdma_num,
+        "binary_bdc": blob.add(group.bdc),
+        "binary_gdma": blob.add(group.gdma),
+        "bdc_cmd_byte": group.bdc_cmd_byte,
+        "gdma_cmd_byte": group.gdma_cmd_byte,
+    }
+    return w.table("CmdGroup", values)
+
+
+def _parameter(w: _FlatWriter, blob: _Blob, net: NativeNet) -> int:
+    coeff_binary = blob.add(net.coeff)
+    locations = [
+        w.table("Location", {"name": w.string(loc.name), "offset": loc.offset, "size": loc.size})
+        for loc in net.coeff_locations
+    ]
+    coeff_mem = w.table(
+        "CoeffMem",
+        {
+            "address": net.coeff_addr,
+            "check_code": w.bytes(hashlib.sha256(net.coeff).digest()),
+            "binary_coeff": coeff_binary,
+            "location": w.optional(locations),
+        },
+    )
+    subnet = w.table(
+        "SubNet",
+        {
+            "subnet_mode": 0,
+            "cmd_group": w.optional([_cmd_group(w, blob, g) for g in net.cmd_groups]),
+            "input_tensor": _tensors(w, net.inputs, HIDDEN_INPUT),
+            "output_tensor": _tensors(w, net.outputs, HIDDEN_OUTPUT),
+            "id": 0,
+            "next_subnet_ids": w.scalars("int32", [-1]),
+        },
+    )
+    return w.table(
+        "NetParameter",
+        {
+            "input_tensor": _tensors(w, net.inputs, HIDDEN_INPUT),
+            "output_tensor": _tensors(w, net.outputs, HIDDEN_OUTPUT),
+            "ctx_addr": net.ctx_addr,
+            "ctx_size": net.ctx_size,
+            "coeff_mem": coeff_mem,
+            "cmd_group": w.optional([_cmd_group(w, blob, g) for g in net.cmd_groups]),
+            "sub_net": w.offsets([subnet]),
+            "ctx_sizes": w.scalars("uint64", [net.ctx_size]),
+            "core_num": 1,
+        },
+    )
+
+
+def encode_native(model: NativeModel, fbs: Path) -> bytes:
+    """The .bmodel bytes of `model`, its flatbuffer laid out by the vendor schema `fbs`."""
+    w = _FlatWriter(schema(Path(fbs)))
+    blob = _Blob()
+    nets = []
+    for net in model.nets:
+        name = w.string(net.name)
+        nets.append(w.table("Net", {"name": name, "parameter": w.offsets([_parameter(w, blob, net)])}))
+    net_vector = w.offsets(nets)
+    kernel = None
+    if model.kernel_module is not None:
+        file_name, data = model.kernel_module
+        kernel = w.table("KernelModule", {"file_name": w.string(file_name), "binary": blob.add(data)})
+    strings = {
+        "type": w.string(NATIVE_TYPE),
+        "version": w.string(model.version),
+        "time": w.string(model.time),
+        "chip": w.string(model.chip.upper()),
+    }
+    values = {**strings, "net": net_vector, "neuron_size": model.neuron_size, "device_num": 1}
+    if kernel is not None:
+        values["kernel_module"] = kernel
+    root = w.table("Model", values)
+    w.builder.Finish(root)
+    flatbuffer = bytes(w.builder.Output())
+    header = _HEADER.pack(MAGIC, HEADER_SIZE, len(flatbuffer), len(blob.data))
+    return header + flatbuffer + bytes(blob.data)
+
+
+__all__ = ["NATIVE_TYPE", "NativeModel", "NativeNet", "encode_native"]
