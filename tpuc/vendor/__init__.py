@@ -8,6 +8,7 @@ state, print to stdout and kill their process on a bad call, so they only
 ever run in a worker process (`tpuc.vendor.worker`).
 """
 
-from tpuc.vendor.fetch import VENDOR_VERSION, VendorPaths, cache_dir, fetch, locate
+from tpuc.vendor.fetch import VENDOR_VERSION, VendorPaths, cache_dir, locate
 
-__all__: list[str] = ["VENDOR_VERSION", "VendorPaths", "cache_dir", "fetch", "locate"]
+# `fetch` stays a module name (tpuc.vendor.fetch.fetch downloads)
+__all__: list[str] = ["VENDOR_VERSION", "VendorPaths", "cache_dir", "locate"]
