@@ -161,3 +161,65 @@ def encode_native(model: NativeModel, fbs: Path) -> bytes:
 
 
 __all__ = ["NATIVE_TYPE", "NativeModel", "NativeNet", "encode_native"]
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NativeIO:
+    """What running a native bmodel needs to know: its net and tensors."""
+
+    net: str
+    inputs: list[TensorDesc]
+    outputs: list[TensorDesc]
+
+
+def model_type(data: bytes) -> str:
+    """Model.type of a bmodel's bytes ("B" for the vendor's, "tpuc" for tpuc's
+    own); "" when the bytes are no bmodel. Slot 0 in both schemas."""
+    from flatbuffers import number_types as N
+    from flatbuffers.table import Table
+
+    try:
+        magic, header_size, fb_size, _ = _HEADER.unpack_from(data)
+        if magic != MAGIC or header_size != HEADER_SIZE:
+            return ""
+        buf = data[HEADER_SIZE : HEADER_SIZE + fb_size]
+        root = Table(buf, Table(buf, 0).Get(N.UOffsetTFlags, 0))
+        offset = root.Offset(4)
+        return root.String(root.Pos + offset).decode() if offset else ""
+    except Exception:  # noqa: BLE001 - any damage means "not a readable bmodel"
+        return ""
+
+
+def read_native_io(data: bytes, fbs: Path, source: str) -> NativeIO:
+    """The first net's name and input/output tensors of a native bmodel."""
+    from tpuc.bmodel.fbs_read import _Malformed, _View
+    from tpuc.dtypes import DTYPE_NAMES
+    from tpuc.errors import TpucError
+
+    _, _, fb_size, _ = _HEADER.unpack_from(data)
+    buf = data[HEADER_SIZE : HEADER_SIZE + fb_size]
+    tables = schema(Path(fbs))
+    try:
+        from flatbuffers import number_types as N
+        from flatbuffers.table import Table
+
+        root = _View(buf, Table(buf, 0).Get(N.UOffsetTFlags, 0), "Model", tables)
+        net = root.get("net")[0]
+        param = net.get("parameter")[0]
+
+        def tensors(key: str) -> list[TensorDesc]:
+            found = []
+            for t in param.get(key):
+                shape = t.get("shape")[0].get("dim")
+                found.append(TensorDesc(
+                    t.get("name"), DTYPE_NAMES[t.get("data_type")], tuple(shape),
+                    t.get("device_addr"), t.get("size"), t.get("scale"), t.get("zero_point"),
+                ))  # fmt: skip
+            return found
+
+        return NativeIO(net.get("name"), tensors("input_tensor"), tensors("output_tensor"))
+    except (_Malformed, IndexError, KeyError) as exc:
+        raise TpucError(f"{source}: damaged native bmodel ({exc})") from None

@@ -100,6 +100,22 @@ class BackendSession:
         self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
         getattr(self.lib, function)(buffer, len(param), specs[0], specs[1], self.cmdid)
 
+    def call_plain(
+        self,
+        name: str,
+        function: str,
+        param: bytes,
+        pointers: list[tuple[int, bytes]],
+        inputs: list[bytes],
+        outputs: list[bytes],
+    ) -> None:
+        """`function(&param, sizeof param, cmdid)`: the older APIs whose struct
+        holds the addresses itself (no tensor specs)."""
+        keep: list = []
+        buffer = _pointer_patched(param, pointers, keep)
+        self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
+        getattr(self.lib, function)(buffer, len(param), self.cmdid)
+
     def end(self) -> dict:
         """Finish the subnet (after_codegen): its command groups, and the
         profile's total cycles when profiling was on."""

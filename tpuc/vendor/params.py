@@ -131,7 +131,27 @@ ConstBinaryGlobal = declare("constbinary_global_spec_t", "constbinary_common_spe
 declare("active_common_spec_t", "i32 active_type; f32 coeffs[8]")
 ActiveGlobal = declare("active_global_spec_t", "active_common_spec_t common")
 
+# --- pooling, matmul ---------------------------------------------------------------------
+
+PoolingCommon = declare(
+    "pooling_common_spec_t",
+    "i32 kh; i32 kw; i32 pad_h_t; i32 pad_h_b; i32 pad_w_l; i32 pad_w_r; i32 stride_h; "
+    "i32 stride_w; i32 dh; i32 dw; i32 is_global_pooling; i32 is_avg_pooling; "
+    "i32 is_adaptive_pooling; i32 avg_pooling_mode; i32 if_relu; f32 relu_limit; i32 ceil_mode; "
+    "i32 round_mode; i32 avg_pooling_quant_mode; i32 max_pooling_with_mask; i32 multiplier; "
+    "i32 rshiftbits; i32 merge_requant; f32 rq_scale; f32 rq_offset; i32 src_round_mode",
+)
+FcGlobal = declare(
+    "fc_global_spec_t",
+    "i32 R_transpose; i32 have_bias; i32 if_relu; f32 relu_limit; i32 rshift; i32 is_asymmetric; "
+    "i32 rzp_const_val; i32 rzp_is_const; i32 izp_const_val; i32 requant_mode; i32 mul_val; "
+    "i32 shift_val; i32 offset_val; i32 round_mode; i32 fuse_rq; i32 if_getting_buffer_size; "
+    "ptr buffer_size_ptr; i32 need_buffer",
+)
+
 __all__ = [
+    "FcGlobal",
+    "PoolingCommon",
     "DECLARED",
     "ActiveGlobal",
     "BcBinaryGlobal",

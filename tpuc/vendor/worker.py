@@ -87,7 +87,9 @@ class Worker:
         except (EOFError, BrokenPipeError, OSError):
             raise self._crashed(what) from None
         if status == "error":
-            raise TpucError(f"{self.label}: {what}: {value}")
+            last = self.last_log_line()
+            said = f" (it printed: {last})" if last else ""
+            raise TpucError(f"{self.label}: {what}: {value}{said}")
         return value
 
     def _crashed(self, what: str) -> TpucError:

@@ -1,0 +1,1 @@
+"""Native rules of the active family (filled in per op)."""

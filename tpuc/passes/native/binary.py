@@ -1,0 +1,1 @@
+"""Native rules of the binary family (filled in per op)."""

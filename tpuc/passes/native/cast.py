@@ -1,0 +1,1 @@
+"""Native rules of the cast family (filled in per op)."""

@@ -1,0 +1,1 @@
+"""Native rules of the lut family (filled in per op)."""

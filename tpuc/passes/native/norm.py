@@ -1,0 +1,1 @@
+"""Native rules of the norm family (filled in per op)."""

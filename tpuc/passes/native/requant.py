@@ -1,0 +1,1 @@
+"""Native rules of the requant family (filled in per op)."""

@@ -1,0 +1,1 @@
+"""Native rules of the softmax family (filled in per op)."""

@@ -1,0 +1,70 @@
+"""Run a native bmodel in the vendor runtime on its chip model.
+
+Inputs are real values by tensor name (quantized here when the bmodel's
+input is an integer tensor, as the TPU interpreter quantizes them); outputs
+come back as real values by name (dequantized with the tensor's scale and
+zero point), so they compare with the TPU interpreter's directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from tpuc.bmodel.native import NATIVE_TYPE, model_type, read_native_io
+from tpuc.dtypes import DTYPE_CODES, STORAGE
+from tpuc.errors import TpucError
+from tpuc.files import read_bytes
+from tpuc.vendor.fetch import VendorPaths, locate
+
+
+def _to_device(desc, value: np.ndarray) -> np.ndarray:
+    from tpuc.dtypes import ELEMENT_TYPES
+
+    value = np.asarray(value, dtype=np.float32).reshape(desc.shape)
+    if desc.dtype in ("f32", "f16", "bf16"):
+        element = ELEMENT_TYPES[desc.dtype]
+        rounded = element.rounding(value) if element.rounding else value
+        if desc.dtype == "bf16":
+            return (rounded.view(np.uint32) >> 16).astype(np.uint16)
+        return rounded.astype(STORAGE[desc.dtype])
+    info = np.iinfo(STORAGE[desc.dtype])
+    q = np.floor(value / desc.scale + 0.5) + desc.zero_point
+    return np.clip(q, info.min, info.max).astype(STORAGE[desc.dtype])
+
+
+def _to_real(desc, stored: np.ndarray) -> np.ndarray:
+    if desc.dtype == "bf16":
+        return (stored.astype(np.uint32) << 16).view(np.float32)
+    if desc.dtype in ("f32", "f16"):
+        return stored.astype(np.float32)
+    return ((stored.astype(np.float32) - desc.zero_point) * np.float32(desc.scale)).astype(
+        np.float32
+    )
+
+
+def run_native(
+    path: str | Path, inputs: Mapping[str, np.ndarray], vendor: VendorPaths | None = None
+) -> dict[str, np.ndarray]:
+    """The outputs (real values, by name) of the native bmodel at `path`."""
+    from tpuc.vendor.worker import Worker
+
+    data = read_bytes(path, "bmodel file")
+    if model_type(data) != NATIVE_TYPE:
+        raise TpucError(f"{path}: not a native bmodel (written for tpuc's simulator)")
+    vendor = vendor or locate()
+    io = read_native_io(data, vendor.bmodel_fbs, str(path))
+    missing = [t.name for t in io.inputs if t.name not in inputs]
+    if missing:
+        raise TpucError(f"{path}: no value for input(s) {', '.join(missing)}")
+    args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in io.inputs]
+    outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in io.outputs]
+    with Worker("runtime", vendor.lib, "vendor runtime") as worker:
+        stored = worker.call(f"running {Path(path).name}", "run", str(Path(path).resolve()),
+                             io.net, args, outs)  # fmt: skip
+    return {t.name: _to_real(t, s) for t, s in zip(io.outputs, stored, strict=True)}
+
+
+__all__ = ["run_native"]
