@@ -109,6 +109,7 @@ def read_bmodel(data: bytes, source: str) -> BModel:
     magic, header_size, fb_size, bin_size = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise TpucError(f"{source}: not a bmodel (magic 0x{magic:08X}, expected 0x{MAGIC:08X})")
+    _refuse_native(data, source)
     if header_size != HEADER_SIZE:
         raise TpucError(
             f"{source}: unsupported bmodel header size {header_size} (expected {HEADER_SIZE})"
@@ -139,6 +140,18 @@ def read_bmodel(data: bytes, source: str) -> BModel:
             "checksums, so CPU parameters or padding changed): the file is corrupt"
         )
     return model
+
+
+def _refuse_native(data: bytes, source: str) -> None:
+    """A bmodel of the chip's own command streams is not for tpuc's simulator."""
+    from tpuc.bmodel.native import NATIVE_TYPE, model_type
+
+    if model_type(data) == NATIVE_TYPE:
+        raise TpucError(
+            f"{source}: a native bmodel (the chip's own command streams): tpuc's device simulator "
+            "runs only tpuc's instruction set; run it with model_runner.py, which uses the vendor "
+            "runtime (`tpuc-vendor fetch` once)"
+        )
 
 
 def load_bmodel_file(path: str | os.PathLike) -> BModel:

@@ -131,7 +131,17 @@ def build_parser():
     parser.add_argument(
         "--skip_validation",
         action="store_true",
-        help="do not run the bmodel in the device simulator against the TPU interpreter",
+        help="do not run the bmodel (device simulator or vendor runtime) against the TPU "
+        "interpreter",
+    )
+    parser.add_argument(
+        "--codegen",
+        default="tpuc",
+        choices=("tpuc", "native"),
+        help="tpuc: tpuc's own instruction set, run by tpuc's device simulator (default; no "
+        "download); native: the chip's own command streams written by the vendor backend "
+        "library, run by the vendor runtime (bm1684x; every op a global layer; needs "
+        "`tpuc-vendor fetch` once)",
     )
     return parser
 
@@ -156,6 +166,8 @@ class Request:
     skip_validation: bool = False
     opt: int = 2
     disable_layer_group: bool = False
+    codegen: str = "tpuc"
+    vendor: object = None  # the vendor component (tpuc.vendor.fetch.VendorPaths) for native
 
     @property
     def folder(self) -> Path:
@@ -185,6 +197,11 @@ def check_request(args) -> Request:
     model = Path(args.model)
     if model.is_dir():
         raise TpucError(f"--model {args.model}: is a folder, not a bmodel file name")
+    vendor = None
+    if args.codegen == "native":
+        from tpuc.tools.deploy_native import native_vendor
+
+        vendor = native_vendor(args.chip)
     return Request(
         mlir=existing_file(args.mlir, "--mlir"),
         chip=args.chip,
@@ -202,6 +219,8 @@ def check_request(args) -> Request:
         skip_validation=bool(args.skip_validation),
         opt=int(args.opt),
         disable_layer_group=bool(args.disable_layer_group),
+        codegen=args.codegen,
+        vendor=vendor,
     )
 
 
@@ -346,9 +365,12 @@ def deploy(req: Request) -> int:
             out.save_npz(outputs, check.values)
             written.append(outputs)
             stages.done("save outputs")
-        compiled = codegen(req, data, out, path, written)
-        say(f"layer groups: {group_summary(compiled.module)}")
-        say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
+        if req.codegen == "native":
+            compiled = native(req, data, out, path, written)
+        else:
+            compiled = codegen(req, data, out, path, written)
+            say(f"layer groups: {group_summary(compiled.module)}")
+            say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
         stages.done("codegen")
         if check is not None and not req.skip_validation:
             bmodel_check = run_bmodel(req, compiled.bmodel, data.inputs, check.values)
@@ -367,7 +389,12 @@ def deploy(req: Request) -> int:
                 f"the bmodel differs from the TPU interpreter: {'; '.join(bmodel_check.mismatches)}"
             )
         names = len(bmodel_check.outputs)
-        say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
+        if req.codegen == "native" and not (req.mode == "INT8" and req.qtable is None):
+            from tpuc.tools.deploy_native import FLOAT_COSINE
+
+            say(f"bmodel matches the TPU interpreter (cosine >= {FLOAT_COSINE}, {names} output(s))")
+        else:
+            say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
     say(f"done ({stages.line()})")
     return 0
 
@@ -388,6 +415,26 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     out.write_text(locations, locations_text(req.model.name, compiled.locations))
     out.write_bytes(req.model, compiled.bmodel)
     written += [final_mlir, final_weights, locations, req.model]
+    return compiled
+
+
+def native(req: Request, data: Loaded, out, path, written: list[Path]):
+    """The native target: `_final.mlir`, the chip bmodel (--model) and the
+    vendor library's profile `<prefix>_compiler_profile.txt`."""
+    from tpuc.module_io import save_module
+    from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
+
+    if not req.disable_layer_group:
+        say("native target: every op a global layer (layer groups are not written natively yet)")
+    say("weight-reorder, subnet-divide, address-assign, native codegen (vendor backend library)")
+    compiled = native_codegen(data.module, data.store, req.chip, req.vendor)
+    final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
+    save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
+    out.write_text(path("_compiler_profile.txt"), compiled.profile)
+    out.write_bytes(req.model, compiled.bmodel)
+    written += [final_mlir, final_weights, path("_compiler_profile.txt"), req.model]
+    say(f"wrote {req.model}: {TARGETS['native']}")
+    say(f"estimated latency: {latency_line(compiled.cycles)}")
     return compiled
 
 
@@ -412,8 +459,19 @@ def estimate_latency(req: Request, bmodel: bytes) -> str:
 
 
 def run_bmodel(req: Request, bmodel: bytes, inputs, expected):
-    """The bmodel in the device simulator, against the TPU interpreter."""
-    from tpuc.runtime.check import check_bmodel
+    """The bmodel in the device simulator (or, native, the vendor runtime),
+    against the TPU interpreter."""
+    from tpuc.runtime.check import BmodelCheck, check_bmodel
+
+    if req.codegen == "native":
+        from tpuc.tools.deploy_native import native_differences, run_native_check
+
+        say(f"running {req.model} in the vendor runtime; comparing with the TPU interpreter")
+        start = time.perf_counter()
+        outputs = run_native_check(bmodel, inputs, req.vendor)
+        integer = req.mode == "INT8" and req.qtable is None
+        found = native_differences(outputs, expected, integer)
+        return BmodelCheck(outputs, found, time.perf_counter() - start)
 
     say(f"running {req.model} in the device simulator; comparing with the TPU interpreter")
     return check_bmodel(bmodel, str(req.model), inputs, expected)

@@ -125,6 +125,13 @@ def _module_model(path: str) -> Model:
 def _bmodel_model(path: str, reference: list) -> Model:
     from tpuc.preprocess import InputSpec
     from tpuc.runtime import load_bmodel
+    from tpuc.vendor.run import NativeRunner, is_native
+
+    if is_native(path):
+        runner = NativeRunner(path)  # one runtime worker for every sample; ends with the process
+        known = {s.name: s.preprocess for s in reference}
+        specs = [InputSpec(d.name, tuple(d.shape), known.get(d.name)) for d in runner.io.inputs]
+        return Model(path, specs, runner.run)
 
     program = load_bmodel(path)
     known = {s.name: s.preprocess for s in reference}

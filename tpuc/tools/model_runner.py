@@ -129,6 +129,15 @@ def run_tflite_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
 
 def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
     from tpuc.runtime import load_bmodel
+    from tpuc.vendor.run import is_native, run_native
+
+    if is_native(model_path):
+        if options.dump_all or options.out_fixed or options.chip:
+            raise TpucError(
+                f"{model_path}: a native bmodel runs in the vendor runtime, which gives its "
+                "outputs only (no --dump_all_tensors, --out_fixed or --chip)"
+            )
+        return run_native(model_path, inputs)
 
     program = load_bmodel(model_path, device=options.chip)
     rows = tensor_location(model_path)["tensors"] if options.dump_all else None
@@ -280,7 +289,14 @@ def profile_bmodel(model_path: str) -> str:
 
     from tpuc.bmodel import load_bmodel_file
     from tpuc.runtime.profile import estimate, profile_document, top_layers
+    from tpuc.vendor.run import is_native
 
+    if is_native(model_path):
+        raise TpucError(
+            f"--profile: {model_path} is a native bmodel; its latency is the vendor library's "
+            "estimate, printed by model_deploy.py with every command in "
+            "<prefix>_compiler_profile.txt"
+        )
     profile = estimate(load_bmodel_file(model_path), model_path)
     names = layer_names(model_path)
     print(f"estimated latency: {profile.summary()}")

@@ -45,26 +45,57 @@ def _to_real(desc, stored: np.ndarray) -> np.ndarray:
     )
 
 
+def is_native(path: str | Path) -> bool:
+    """Whether the bmodel file at `path` holds the chip's own command streams."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return False
+    return model_type(head) == NATIVE_TYPE
+
+
+class NativeRunner:
+    """A native bmodel and a vendor runtime worker, for one or many runs."""
+
+    def __init__(self, path: str | Path, vendor: VendorPaths | None = None):
+        from tpuc.vendor.worker import Worker
+
+        data = read_bytes(path, "bmodel file")
+        if model_type(data) != NATIVE_TYPE:
+            raise TpucError(f"{path}: not a native bmodel (it is for tpuc's device simulator)")
+        self.path = Path(path)
+        vendor = vendor or locate()
+        self.io = read_native_io(data, vendor.bmodel_fbs, str(path))
+        self.worker = Worker("runtime", vendor.lib, "vendor runtime")
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs (real values, by name) for `inputs` (real values, by name)."""
+        missing = [t.name for t in self.io.inputs if t.name not in inputs]
+        if missing:
+            raise TpucError(f"{self.path}: no value for input(s) {', '.join(missing)}")
+        args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in self.io.inputs]
+        outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in self.io.outputs]
+        stored = self.worker.call(f"running {self.path.name}", "run", str(self.path.resolve()),
+                                  self.io.net, args, outs)  # fmt: skip
+        return {t.name: _to_real(t, s) for t, s in zip(self.io.outputs, stored, strict=True)}
+
+    def close(self) -> None:
+        self.worker.close()
+
+    def __enter__(self) -> NativeRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def run_native(
     path: str | Path, inputs: Mapping[str, np.ndarray], vendor: VendorPaths | None = None
 ) -> dict[str, np.ndarray]:
     """The outputs (real values, by name) of the native bmodel at `path`."""
-    from tpuc.vendor.worker import Worker
-
-    data = read_bytes(path, "bmodel file")
-    if model_type(data) != NATIVE_TYPE:
-        raise TpucError(f"{path}: not a native bmodel (written for tpuc's simulator)")
-    vendor = vendor or locate()
-    io = read_native_io(data, vendor.bmodel_fbs, str(path))
-    missing = [t.name for t in io.inputs if t.name not in inputs]
-    if missing:
-        raise TpucError(f"{path}: no value for input(s) {', '.join(missing)}")
-    args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in io.inputs]
-    outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in io.outputs]
-    with Worker("runtime", vendor.lib, "vendor runtime") as worker:
-        stored = worker.call(f"running {Path(path).name}", "run", str(Path(path).resolve()),
-                             io.net, args, outs)  # fmt: skip
-    return {t.name: _to_real(t, s) for t, s in zip(io.outputs, stored, strict=True)}
+    with NativeRunner(path, vendor) as runner:
+        return runner.run(inputs)
 
 
-__all__ = ["run_native"]
+__all__ = ["NativeRunner", "is_native", "run_native"]

@@ -1,0 +1,95 @@
+"""model_deploy.py's native target (`--codegen native`): the chip's own
+command streams through the vendor backend library, the vendor library's
+cycle count as the latency, and the bmodel run in the vendor runtime
+against the TPU interpreter (integer outputs bit for bit, float outputs to
+a cosine of at least FLOAT_COSINE: the chip's float units round in their
+own order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from tpuc.errors import TpucError
+
+FLOAT_COSINE = 0.99999
+TARGETS = {
+    "tpuc": "tpuc's own instruction set (runs in tpuc's device simulator; no board runs it)",
+    "native": "the chip's own command streams, written by the vendor backend library "
+    "(runs in the vendor runtime and on a board)",
+}
+
+
+def native_vendor(chip: str):
+    """The vendor component for `--codegen native`, checked before any work."""
+    from tpuc.vendor.fetch import locate
+
+    if chip != "bm1684x":
+        raise TpucError(f"--codegen native: the native target writes bm1684x bmodels, not {chip}")
+    return locate()
+
+
+def native_codegen(module, store, chip: str, vendor):
+    from tpuc.pipeline import compile_native
+
+    return compile_native(module, store, chip, vendor)
+
+
+def latency_line(cycles: int) -> str:
+    """The vendor library's own estimate (its profile's total, 1 cycle = 1 ns)."""
+    return f"{cycles / 1000:.1f} µs on bm1684x ({cycles:,} cycles, the vendor library's estimate)"
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    norm = np.linalg.norm(a64) * np.linalg.norm(b64)
+    if norm == 0:
+        return 1.0 if np.array_equal(a64, b64) else 0.0
+    return float(a64 @ b64 / norm)
+
+
+def native_differences(
+    outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], integer: bool
+) -> list[str]:
+    """One phrase per output that misses its mark: bit for bit when `integer`,
+    else a cosine of FLOAT_COSINE."""
+    from tpuc.runtime.check import differences
+
+    if integer:
+        return differences(outputs, expected)
+    found = []
+    for name, array in outputs.items():
+        want = expected.get(name)
+        if want is None or np.shape(want) != np.shape(array):
+            found.extend(differences({name: array}, expected))
+            continue
+        cos = cosine(np.asarray(array), np.asarray(want))
+        if not cos >= FLOAT_COSINE:
+            found.append(f"'{name}' has cosine {cos:.7f} (below {FLOAT_COSINE})")
+    return found
+
+
+def run_native_check(bmodel: bytes, inputs, vendor) -> dict[str, np.ndarray]:
+    """The bmodel's outputs in the vendor runtime (it loads files: a temporary one)."""
+    import tempfile
+
+    from tpuc.vendor.run import run_native
+
+    with tempfile.TemporaryDirectory(prefix="tpuc-native-") as folder:
+        path = Path(folder) / "model.bmodel"
+        path.write_bytes(bmodel)
+        return run_native(path, inputs, vendor)
+
+
+__all__ = [
+    "FLOAT_COSINE",
+    "TARGETS",
+    "latency_line",
+    "native_codegen",
+    "native_differences",
+    "native_vendor",
+    "run_native_check",
+]
