@@ -212,24 +212,3 @@ STAGE_PASSES: dict[str, type[ModulePass]] = {
 """Stages that are more than one pass, by the name tpuc-opt knows them by
 (calibrate-import and codegen are single registered passes)."""
 
-
-@dataclass
-class NativeCompiled:
-    module: ModuleOp  # TPU_ADDRESSED (tpuc's addresses; the native plan is derived from them)
-    store: dict
-    bmodel: bytes  # the chip's command streams (tpuc.bmodel.native)
-    cycles: int  # the vendor library's estimate for the whole net (1 GHz)
-    profile: str  # its per-command profile (compiler_profile_0.txt)
-
-
-def compile_native(module: ModuleOp, store: dict, chip: str, vendor) -> NativeCompiled:
-    """finalize (every op a global layer) then native codegen through the
-    vendor backend library: model_deploy's back end for `--codegen native`."""
-    from tpuc.passes.native.emit import generate_native
-    from tpuc.weights import WeightStore, attach_weights
-
-    final_store = WeightStore(store)
-    finalize(module, final_store, chip, disable_layer_group=True)
-    attach_weights(module, final_store)
-    result = generate_native(module, vendor)
-    return NativeCompiled(module, final_store, result.bmodel, result.cycles, result.profile)

@@ -9,6 +9,7 @@ own order).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +33,27 @@ def native_vendor(chip: str):
     return locate()
 
 
-def native_codegen(module, store, chip: str, vendor):
-    from tpuc.pipeline import compile_native
+@dataclass
+class NativeCompiled:
+    module: object  # TPU_ADDRESSED (tpuc's addresses; the native plan is derived from them)
+    store: dict
+    bmodel: bytes  # the chip's command streams (tpuc.bmodel.native)
+    cycles: int  # the vendor library's estimate for the whole net (1 GHz)
+    profile: str  # its per-command profile (compiler_profile_0.txt)
 
-    return compile_native(module, store, chip, vendor)
+
+def native_codegen(module, store, chip: str, vendor) -> NativeCompiled:
+    """finalize (every op a global layer), then native codegen through the
+    vendor backend library."""
+    from tpuc.passes.native.emit import generate_native
+    from tpuc.pipeline import finalize
+    from tpuc.weights import WeightStore, attach_weights
+
+    final_store = WeightStore(store)
+    finalize(module, final_store, chip, disable_layer_group=True)
+    attach_weights(module, final_store)
+    result = generate_native(module, vendor)
+    return NativeCompiled(module, final_store, result.bmodel, result.cycles, result.profile)
 
 
 def latency_line(cycles: int) -> str:
