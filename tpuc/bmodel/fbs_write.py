@@ -36,8 +36,9 @@ BLOB_ALIGN = 16  # start of each new payload in the blob
 class _Blob:
     """The binary blob: each distinct payload once, 16-byte aligned."""
 
-    def __init__(self) -> None:
+    def __init__(self, align: int = BLOB_ALIGN) -> None:
         self.data = bytearray()
+        self.align = align
         self._seen: dict[bytes, Binary] = {}
 
     def add(self, payload: bytes) -> Binary:
@@ -47,7 +48,7 @@ class _Blob:
         known = self._seen.get(key)
         if known is not None:
             return known
-        self.data += bytes(-len(self.data) % BLOB_ALIGN)
+        self.data += bytes(-len(self.data) % self.align)
         binary = Binary(len(self.data), len(key))
         self.data += key
         self._seen[key] = binary

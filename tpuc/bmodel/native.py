@@ -26,6 +26,7 @@ from tpuc.dtypes import DTYPE_CODES
 NATIVE_TYPE = "B"  # Model.type of the vendor's bmodels
 HIDDEN_INPUT, HIDDEN_OUTPUT = 1, 2
 MEM_TYPE_TPU = 1
+PAYLOAD_ALIGN = 4096  # the vendor's tools expect every payload 4 KiB-aligned in the blob
 
 
 @dataclass
@@ -134,7 +135,7 @@ def _parameter(w: _FlatWriter, blob: _Blob, net: NativeNet) -> int:
 def encode_native(model: NativeModel, fbs: Path) -> bytes:
     """The .bmodel bytes of `model`, its flatbuffer laid out by the vendor schema `fbs`."""
     w = _FlatWriter(schema(Path(fbs)))
-    blob = _Blob()
+    blob = _Blob(PAYLOAD_ALIGN)
     nets = []
     for net in model.nets:
         name = w.string(net.name)
@@ -156,6 +157,7 @@ def encode_native(model: NativeModel, fbs: Path) -> bytes:
     root = w.table("Model", values)
     w.builder.Finish(root)
     flatbuffer = bytes(w.builder.Output())
+    flatbuffer += bytes(-(HEADER_SIZE + len(flatbuffer)) % PAYLOAD_ALIGN)  # the blob starts 4 KiB-aligned
     header = _HEADER.pack(MAGIC, HEADER_SIZE, len(flatbuffer), len(blob.data))
     return header + flatbuffer + bytes(blob.data)
 
