@@ -5,6 +5,9 @@ and model_deploy's own check compares the TPU interpreter with TOP.
 
 `python regression/op_suite.py [--ops Conv,Add] [--modes F16,INT8]` prints a
 table; tests/regression/test_op_suite.py runs the whole suite in CI (small shapes).
+`--codegen native` deploys each case to the chip's own command streams instead
+(every op a global layer) and model_deploy's check runs them in the vendor
+runtime against the TPU interpreter (INT8 bit for bit).
 """
 
 from __future__ import annotations
@@ -258,7 +261,9 @@ def prepare(case: Case, work: Path) -> tuple[Path, Path, Path, Path] | Outcome:
     return mlir, test_input, top, table
 
 
-def deploy(case: Case, files: tuple[Path, Path, Path, Path], mode: str, chip: str) -> Outcome:
+def deploy(
+    case: Case, files: tuple[Path, Path, Path, Path], mode: str, chip: str, codegen: str = "tpuc"
+) -> Outcome:
     from tpuc.tools import model_deploy
 
     mlir, test_input, top, table = files
@@ -272,6 +277,8 @@ def deploy(case: Case, files: tuple[Path, Path, Path, Path], mode: str, chip: st
         "--test_input", str(test_input), "--test_reference", str(top),
         "--tolerance", tolerance, "--model", str(out / f"{case.name}.bmodel"),
     ]  # fmt: skip
+    if codegen != "tpuc":
+        argv += ["--codegen", codegen, "--disable_layer_group"]
     start = time.perf_counter()
     code, text = _tool(model_deploy.run, argv)
     seconds = time.perf_counter() - start
@@ -284,11 +291,13 @@ def _last_error(text: str) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
-def run_case(case: Case, work: Path, modes: list[str], chip: str = "bm1684x") -> list[Outcome]:
+def run_case(
+    case: Case, work: Path, modes: list[str], chip: str = "bm1684x", codegen: str = "tpuc"
+) -> list[Outcome]:
     files = prepare(case, work / case.name)
     if isinstance(files, Outcome):
         return [files]
-    return [deploy(case, files, mode, chip) for mode in modes]
+    return [deploy(case, files, mode, chip, codegen) for mode in modes]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,13 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", help="comma-separated case names (default: all)")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--chip", default="bm1684x")
+    parser.add_argument("--codegen", default="tpuc", choices=("tpuc", "native"))
     args = parser.parse_args(argv)
     wanted = set(args.ops.split(",")) if args.ops else None
     cases = [c for c in CASES if wanted is None or c.name in wanted]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            for outcome in run_case(case, Path(tmp), args.modes.split(","), args.chip):
+            modes = args.modes.split(",")
+            for outcome in run_case(case, Path(tmp), modes, args.chip, args.codegen):
                 failures += not outcome.ok
                 verdict = "PASS" if outcome.ok else "FAIL"
                 print(f"{outcome.case:18} {outcome.mode:10} {verdict} {outcome.seconds:6.2f}s "
