@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             ours = tpuc_cycles(
                 model, mode, args.anchors.resolve(), args.work.resolve() / "tpuc" / model
             )
-            theirs = tpumlir_cycles(model, mode, args.anchors.resolve(),
-                                    args.work.resolve() / "tpumlir" / model, args.tpumlir_venv)  # fmt: skip
+            where = args.work.resolve() / "tpumlir" / model
+            theirs = tpumlir_cycles(model, mode, args.anchors.resolve(), where, args.tpumlir_venv)
             ratio = f"{ours / theirs:6.2f}" if ours and theirs else "     -"
             if ours and theirs:
                 ratios.append(ours / theirs)
