@@ -51,7 +51,9 @@ def _label(op: Operation) -> str:
 
 
 def _types(op: Operation) -> str:
-    ins = ", ".join(str(v.type.element_type) for v in op.operands if hasattr(v.type, "element_type"))
+    ins = ", ".join(
+        str(v.type.element_type) for v in op.operands if hasattr(v.type, "element_type")
+    )
     outs = ", ".join(str(v.type.element_type) for v in op.results)
     return f"({ins}) -> ({outs})"
 
@@ -75,7 +77,9 @@ def build_calls(module: ModuleOp, ctx: NativeContext) -> list[tuple[Operation, l
         except NotExpressible as exc:
             refused.append(f"{op.name} {_label(op)} {_types(op)}: {exc}")
     if refused:
-        shown = "; ".join(refused[:12]) + (f"; … ({len(refused)} in all)" if len(refused) > 12 else "")
+        shown = "; ".join(refused[:12]) + (
+            f"; … ({len(refused)} in all)" if len(refused) > 12 else ""
+        )
         raise TpucError(f"the native target cannot express {len(refused)} op(s): {shown}")
     return planned
 
@@ -98,7 +102,9 @@ def _tensor(ctx: NativeContext, value: SSAValue, name: str) -> TensorDesc:
 
 def _io(module: ModuleOp, ctx: NativeContext) -> tuple[list[TensorDesc], list[TensorDesc]]:
     body = main_function(module).body.block
-    inputs = [_tensor(ctx, op.results[0], op.names[0]) for op in body.ops if isinstance(op, top.InputOp)]
+    inputs = [
+        _tensor(ctx, op.results[0], op.names[0]) for op in body.ops if isinstance(op, top.InputOp)
+    ]
     ret = body.last_op
     assert isinstance(ret, func.ReturnOp)
     outputs = [_tensor(ctx, v, v.owner.names[v.index]) for v in ret.operands]
@@ -158,7 +164,9 @@ def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True)
         neuron_size=ctx.ctx_size,  # the runtime's context buffer
         kernel_module=(kernel.name, kernel.read_bytes()),
     )
-    return NativeGenerated(encode_native(model, vendor.bmodel_fbs), result["cycles"], result["profile"])
+    return NativeGenerated(
+        encode_native(model, vendor.bmodel_fbs), result["cycles"], result["profile"]
+    )
 
 
 __all__ = ["NativeGenerated", "build_calls", "generate_native", "run_backend"]

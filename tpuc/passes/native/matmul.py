@@ -1,39 +1,185 @@
-"""MatMul with a weight right operand: `backend_api_fc_global` with
-`fc_global_spec_t` (the right operand stays [K, N] row-major)."""
+"""MatMul (TPU-MLIR Interfaces/BM1684X/MatMul.cpp, parseParam of Common/MatMul.cpp).
+
+- A weight right operand without batch ([K, N], or [1, …, K, N]) folds every
+  leading dim of the left operand into M:
+  - F32: `backend_api_fc_global` (`fc_global_spec_t`), right as [K, N] (the
+    flag `R_transpose` says it is really [N, K]), bias [N] as lowering left it;
+  - F16/BF16/INT8: a 1x1 convolution over M images of K channels
+    (`backend_api_conv_global`, filter [N, K] packed as conv.py packs it):
+    F16/BF16 keep the f32 bias (the FC call wants it in f16/bf16, which
+    rounds it), and tpuc requantizes INT8 per output column, which the FC
+    call cannot (one `mul_val`/`shift_val`).
+- Two activations (or a batched right operand):
+  `backend_api_batch_matmul_global` (`batch_matmul_global_spec_t`) on
+  [B, M, K] x [B, K, N] (or [B, N, K]) -> [B, M, N]; INT8 with one multiplier
+  (`requant_mode = 2` MultiplierShift, `shift_val = -rshift`).
+"""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from xdsl.ir import Operation
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
-from tpuc.passes.native.context import NativeCall, NativeContext, NotExpressible, is_float
+from tpuc.passes.native.context import (
+    NativeCall,
+    NativeContext,
+    NotExpressible,
+    dtype_code,
+    dtype_name,
+    is_float,
+    quant_of,
+)
+from tpuc.passes.native.conv import (
+    ROUND_MODES,
+    coeff_shape,
+    coeff_table,
+    ic_blocks,
+    int8_spec,
+    pack_int8,
+    raw_spec,
+)
 from tpuc.passes.native.rules import native_rule
-from tpuc.vendor.params import FcGlobal
+from tpuc.vendor.params import ConvGlobal, FcGlobal, declare
+from tpuc.weights import read_weight
+
+declare(
+    "batch_matmul_common_spec_t",
+    "i32 Y_dtype; i32 L_trans; i32 R_trans; bool R_zp_is_const; i32 R_zp_const_val; "
+    "i32 izp_const_val; bool has_bias; bool hdim_is_batch; bool do_relu; f32 upper_limit; "
+    "i32 requant_mode; i32 mul_val; i32 shift_val; i32 offset_val; i32 round_mode; "
+    "i32 left_reuse; bool fuse_rq",
+)
+BatchMatmulGlobal = declare("batch_matmul_global_spec_t", "batch_matmul_common_spec_t common")
+MULTIPLIER_SHIFT = 2  # RequantMode::MultiplierShift
+
+
+def has_bias(op: Operation) -> bool:
+    return not isinstance(op.operands[2].owner, top.NoneOp)
+
+
+def relu_limit(op: Operation) -> float:
+    limit = op.value("relu_limit")
+    return -1.0 if limit is None else float(limit)
+
+
+def fc_dims(op: Operation) -> tuple[int, int, int] | None:
+    """(M, K, N) when the right operand is a weight without batch, else None."""
+    left, right = shape_of(op.operands[0]), shape_of(op.operands[1])
+    if not isinstance(op.operands[1].owner, top.WeightOp) or math.prod(right[:-2]) != 1:
+        return None
+    k, n = right[-2:]
+    if op.value("right_transpose"):
+        k, n = n, k
+    return math.prod(left) // k, k, n
 
 
 @native_rule(tpu.MatMulOp)
 def matmul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    left, right, out = (shape_of(v) for v in (op.operands[0], op.operands[1], op.results[0]))
-    if not isinstance(op.operands[1].owner, top.WeightOp) or len(right) != 2:
-        raise NotExpressible("a matmul of two activations (not yet written for the native target)")
-    if not (is_float(op.operands[0]) and is_float(op.results[0])):
-        raise NotExpressible("integer matmul (not yet written for the native target)")
-    transpose = bool(op.value("right_transpose"))
-    k, n = (right[1], right[0]) if transpose else right
-    m = math.prod(left) // k
+    if op.value("left_transpose") or op.value("hdim_is_batch"):
+        raise NotExpressible("a transposed left operand (not written for the native target)")
+    dims = fc_dims(op)
+    floats = is_float(op.operands[0]) and is_float(op.results[0])
+    if not floats and quant_of(op.operands[0]) is None:
+        raise NotExpressible("a matmul of these types")
+    if dims is None:
+        return [batch_matmul(op, ctx, floats)]
+    if dtype_name(op.operands[0]) == "f32":
+        return [float_fc(op, ctx, *dims)]
+    return [fc_as_conv(op, ctx, *dims)]
+
+
+def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> NativeCall:
+    """F32: `backend_api_fc_global`, requant_mode −1."""
     spec = FcGlobal()
-    has_bias = not isinstance(op.operands[2].owner, top.NoneOp)
-    spec.have_bias = has_bias
+    spec.have_bias = has_bias(op)
     spec.if_relu = bool(op.value("do_relu"))
-    limit = op.value("relu_limit")
-    spec.relu_limit = -1.0 if limit is None else float(limit)
+    spec.relu_limit = relu_limit(op)
     spec.requant_mode = -1
-    spec.R_transpose = 0 if n == 1 else transpose
+    spec.R_transpose = 0 if n == 1 else bool(op.value("right_transpose"))
     inputs = [ctx.spec(op.operands[0], (m, k)), ctx.spec(op.operands[1], (k, n))]
-    if has_bias:
+    if spec.have_bias:
         inputs.append(ctx.spec(op.operands[2]))
-    return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
-                     outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+    return ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                    outputs=[ctx.spec(op.results[0], (m, n))])  # fmt: skip
+
+
+def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> NativeCall:
+    """A 1x1 convolution of [M, K, 1, 1] by the filter [N, K]: INT8 with the
+    per-channel requant in the merged coefficient, F16/BF16 with the filter
+    in blocks of 32 input channels and the f32 bias (conv.py's packing)."""
+    spec = ConvGlobal()
+    c = spec.common
+    c.groups = c.kh = c.kw = c.stride_h = c.stride_w = c.dh = c.dw = 1
+    c.input_c, c.output_c = k, n
+    c.if_relu = bool(op.value("do_relu"))
+    c.upper_limit = relu_limit(op)
+    c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+    c.bias_sign = c.ipad_is_const = c.kzp_is_const = c.weight_is_coeff = 1
+    weight = np.asarray(read_weight(op.operands[1].owner)).reshape(-1)
+    filt = weight.reshape(n, k) if op.value("right_transpose") else weight.reshape(k, n).T
+    inputs = [ctx.spec(op.operands[0], (m, k, 1, 1))]
+    if is_float(op.operands[0]):
+        c.has_bias = has_bias(op)
+        blocked = ic_blocks(np.ascontiguousarray(filt).reshape(n, k, 1), 32)
+        addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
+        inputs.append(raw_spec(addr, dtype_code(op.operands[1]), (1, n, 1, blocked[0].size)))
+        if c.has_bias:
+            inputs.append(ctx.spec(op.operands[2], (1, n, 1, 1)))
+    else:
+        table = coeff_table(op, n)
+        int8_spec(spec, op, table)
+        zp = quant_of(op.results[0]).zero_point
+        coeff = pack_int8(table, zp, filt.reshape(n, k, 1), depthwise=False)
+        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+        shape = coeff_shape(coeff, depthwise=False)
+        inputs.append(raw_spec(addr, dtype_code(op.operands[1]), shape))
+    outputs = [ctx.spec(op.results[0], (m, n, 1, 1))]
+    return ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)
+
+
+def batch_dims(op: Operation) -> tuple[int, int, int, int]:
+    """(B, M, K, N) of a batched matmul whose operands share their batch dims."""
+    left, right, out = (shape_of(v) for v in (op.operands[0], op.operands[1], op.results[0]))
+    if len(left) < 2 or len(right) < 2 or left[:-2] != right[:-2]:
+        raise NotExpressible(f"a matmul of {list(left)} by {list(right)} (broadcast batch dims)")
+    m, k = left[-2:]
+    n = right[-2] if op.value("right_transpose") else right[-1]
+    return math.prod(out[:-2]), m, k, n
+
+
+def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> NativeCall:
+    """`backend_api_batch_matmul_global` on [B, M, K] x [B, K, N]."""
+    b, m, k, n = batch_dims(op)
+    transpose = bool(op.value("right_transpose"))
+    spec = BatchMatmulGlobal()
+    c = spec.common
+    c.Y_dtype = dtype_code(op.results[0])
+    c.R_trans = transpose
+    c.has_bias = has_bias(op)
+    c.do_relu = bool(op.value("do_relu"))
+    c.upper_limit = relu_limit(op)
+    c.requant_mode = -1
+    if not floats:
+        if op.value("coeff_merged"):
+            raise NotExpressible("a batched INT8 matmul with per-column requant")
+        multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
+        if len(multiplier) != 1 or len(rshift) != 1:
+            raise NotExpressible("a batched INT8 matmul with per-column requant")
+        c.R_zp_is_const = True
+        c.izp_const_val = quant_of(op.operands[0]).zero_point
+        out_q = quant_of(op.results[0])
+        if out_q is None:
+            raise NotExpressible("a batched INT8 matmul with a float or 32-bit result")
+        c.requant_mode = MULTIPLIER_SHIFT
+        c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
+        c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+    right = (b, n, k) if transpose else (b, k, n)
+    inputs = [ctx.spec(op.operands[0], (b, m, k)), ctx.spec(op.operands[1], right)]
+    if c.has_bias:
+        inputs.append(ctx.spec(op.operands[2], (1, 1, n)))
+    outputs = [ctx.spec(op.results[0], (b, m, n))]
+    return ctx.call("backend_api_batch_matmul_global", spec, op, inputs=inputs, outputs=outputs)

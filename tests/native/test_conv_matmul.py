@@ -1,0 +1,156 @@
+"""Conv2D and MatMul through the native target (the vendor backend and its
+chip model) against tpuc's TPU interpreter: INT8 bit for bit, floats with
+cosine >= 0.99999.
+
+Two small ONNX models, each deployed in the four modes:
+- a chain of convolutions: 3x3 with bias and ReLU, 3x3 stride 2 to 96
+  channels (more than the 64 lanes) without bias, depthwise 3x3 with bias
+  last (the chip's F16/BF16 depthwise rounds differently from the
+  interpreter, within the cosine bound; see conv.py);
+- a matmul chain: a weight FC on a 3-D input (+ bias, ReLU), then a matmul
+  of that activation by a second input (batch matmul), then a Gemm (transB)
+  without bias.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+MODES = ("F32", "F16", "BF16", "INT8")
+COSINE = 0.99999
+
+
+@pytest.fixture(scope="module")
+def vendor():
+    from tpuc.vendor.fetch import locate
+
+    return locate()  # CI fetches the vendor component: fail, never skip, without it
+
+
+def save_onnx(path: Path, nodes, inputs, output: str, inits) -> None:
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [value(name, TensorProto.FLOAT, shape) for name, shape in inputs],
+        [value(output, TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(path))
+
+
+def transform(work: Path, name: str, inputs) -> tuple[str, str]:
+    """model_transform and run_calibration (3 random samples) -> (mlir, table)."""
+    from tpuc.tools import model_transform, run_calibration
+
+    rng = np.random.default_rng(0)
+    np.savez(work / "in.npz", **{n: rng.standard_normal(s).astype("f4") for n, s in inputs})
+    samples = work / "samples"
+    samples.mkdir()
+    for i in range(3):
+        arrays = {n: rng.standard_normal(s).astype("f4") for n, s in inputs}
+        np.savez(samples / f"s{i}.npz", **arrays)
+    mlir, table = str(work / f"{name}.mlir"), str(work / f"{name}_cali_table")
+    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx"), "--mlir", mlir]
+    assert model_transform.run([*argv, "--test_input", str(work / "in.npz")]) == 0
+    assert run_calibration.run([mlir, "--dataset", str(samples), "-o", table]) == 0
+    return mlir, table
+
+
+def native_and_interpreter(work: Path, mlir: str, table: str, mode: str, vendor):
+    """(native outputs, TPU interpreter outputs), real values by name."""
+    from tpuc.deploy import lower
+    from tpuc.interp.tpu_interpreter import run_tpu
+    from tpuc.module_io import load_module
+    from tpuc.passes.native.emit import generate_native
+    from tpuc.pipeline import finalize
+    from tpuc.vendor.run import run_native
+    from tpuc.weights import WeightStore
+
+    module, store = load_module(mlir)
+    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
+    inputs = dict(np.load(work / "in.npz"))
+    expected = run_tpu(module, store, inputs)
+    finalize(module, WeightStore(store), "bm1684x", 2, True)
+    bmodel = work / f"{mode}.bmodel"
+    bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
+    return run_native(bmodel, inputs, vendor), expected
+
+
+def check(outputs, expected, mode: str) -> None:
+    assert outputs
+    for name, got in outputs.items():
+        want = np.asarray(expected[name], np.float32)
+        got = np.asarray(got, np.float32).reshape(want.shape)
+        if mode == "INT8":
+            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+        else:
+            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
+            cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+            assert cosine >= COSINE, f"{name}: cosine {cosine:.8f}"
+
+
+def init(rng, name: str, shape, scale: float = 0.3):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+
+@pytest.fixture(scope="module")
+def conv_model(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native_conv")
+    rng = np.random.default_rng(1)
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2"], ["c2"], pads=[1] * 4, strides=[2, 2], kernel_shape=[3, 3]),
+        node("Conv", ["c2", "W3", "B3"], ["y"], pads=[1] * 4, group=96, kernel_shape=[3, 3]),
+    ]
+    inits = [
+        init(rng, "W1", (16, 8, 3, 3)),
+        init(rng, "B1", (16,), 1.0),
+        init(rng, "W2", (96, 16, 3, 3), 0.1),
+        init(rng, "W3", (96, 1, 3, 3)),
+        init(rng, "B3", (96,), 1.0),
+    ]
+    save_onnx(work / "convs.onnx", nodes, [("x", [1, 8, 12, 12])], "y", inits)
+    return work, *transform(work, "convs", [("x", [1, 8, 12, 12])])
+
+
+@pytest.fixture(scope="module")
+def matmul_model(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native_matmul")
+    rng = np.random.default_rng(2)
+    node = helper.make_node
+    nodes = [
+        node("MatMul", ["x", "W1"], ["m1"]),
+        node("Add", ["m1", "B1"], ["a1"]),
+        node("Relu", ["a1"], ["r1"]),
+        node("MatMul", ["r1", "y"], ["m2"]),
+        node("Reshape", ["m2", "S"], ["f"]),
+        node("Gemm", ["f", "W3"], ["z"], transB=1),
+    ]
+    inits = [
+        init(rng, "W1", (32, 80), 0.2),
+        init(rng, "B1", (80,), 1.0),
+        numpy_helper.from_array(np.array([4, 16], np.int64), "S"),
+        init(rng, "W3", (24, 16), 0.2),
+    ]
+    inputs = [("x", [1, 4, 32]), ("y", [1, 80, 16])]
+    save_onnx(work / "mms.onnx", nodes, inputs, "z", inits)
+    return work, *transform(work, "mms", inputs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_conv_chain(conv_model, vendor, mode):
+    check(*native_and_interpreter(*conv_model, mode, vendor), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_matmul_chain(matmul_model, vendor, mode):
+    check(*native_and_interpreter(*matmul_model, mode, vendor), mode)
