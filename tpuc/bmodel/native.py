@@ -139,12 +139,16 @@ def encode_native(model: NativeModel, fbs: Path) -> bytes:
     nets = []
     for net in model.nets:
         name = w.string(net.name)
-        nets.append(w.table("Net", {"name": name, "parameter": w.offsets([_parameter(w, blob, net)])}))
+        nets.append(
+            w.table("Net", {"name": name, "parameter": w.offsets([_parameter(w, blob, net)])})
+        )
     net_vector = w.offsets(nets)
     kernel = None
     if model.kernel_module is not None:
         file_name, data = model.kernel_module
-        kernel = w.table("KernelModule", {"file_name": w.string(file_name), "binary": blob.add(data)})
+        kernel = w.table(
+            "KernelModule", {"file_name": w.string(file_name), "binary": blob.add(data)}
+        )
     strings = {
         "type": w.string(NATIVE_TYPE),
         "version": w.string(model.version),
@@ -157,7 +161,9 @@ def encode_native(model: NativeModel, fbs: Path) -> bytes:
     root = w.table("Model", values)
     w.builder.Finish(root)
     flatbuffer = bytes(w.builder.Output())
-    flatbuffer += bytes(-(HEADER_SIZE + len(flatbuffer)) % PAYLOAD_ALIGN)  # the blob starts 4 KiB-aligned
+    flatbuffer += bytes(
+        -(HEADER_SIZE + len(flatbuffer)) % PAYLOAD_ALIGN
+    )  # the blob starts 4 KiB-aligned
     header = _HEADER.pack(MAGIC, HEADER_SIZE, len(flatbuffer), len(blob.data))
     return header + flatbuffer + bytes(blob.data)
 
@@ -224,4 +230,34 @@ def read_native_io(data: bytes, fbs: Path, source: str) -> NativeIO:
 
         return NativeIO(net.get("name"), tensors("input_tensor"), tensors("output_tensor"))
     except (_Malformed, IndexError, KeyError) as exc:
+        raise TpucError(f"{source}: damaged native bmodel ({exc})") from None
+
+
+def read_native_commands(data: bytes, fbs: Path, source: str) -> list[CmdGroup]:
+    """The command groups of the first net's first stage (its TPU subnets' groups,
+    in order), with their bytes cut out of the blob."""
+    from flatbuffers import number_types as N
+    from flatbuffers.table import Table
+
+    from tpuc.bmodel.fbs_read import _Malformed, _View
+    from tpuc.errors import TpucError
+
+    _, _, fb_size, _ = _HEADER.unpack_from(data)
+    buf = data[HEADER_SIZE : HEADER_SIZE + fb_size]
+    blob = data[HEADER_SIZE + fb_size :]
+    try:
+        root = _View(buf, Table(buf, 0).Get(N.UOffsetTFlags, 0), "Model", schema(Path(fbs)))
+        param = root.get("net")[0].get("parameter")[0]
+        groups = []
+        for subnet in param.get("sub_net") or [param]:
+            for g in subnet.get("cmd_group"):
+                bdc, gdma = g.get("binary_bdc"), g.get("binary_gdma")
+                groups.append(CmdGroup(
+                    bytes(blob[bdc.start : bdc.start + bdc.size]),
+                    bytes(blob[gdma.start : gdma.start + gdma.size]),
+                    g.get("bdc_num"), g.get("gdma_num"), g.get("bdc_cmd_byte"),
+                    g.get("gdma_cmd_byte"),
+                ))  # fmt: skip
+        return groups
+    except (_Malformed, IndexError, KeyError, AttributeError) as exc:
         raise TpucError(f"{source}: damaged native bmodel ({exc})") from None
