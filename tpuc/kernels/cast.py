@@ -18,20 +18,21 @@ from tpuc.kernels.arrays import Array, f32
 from tpuc.kernels.element import Element
 from tpuc.kernels.requant import DEFAULT_ROUND, Requant, centered, requant_output
 from tpuc.kernels.rounding import float_rounding, round_float
-from tpuc.numerics import dequantize, quantize, to_bf16
+from tpuc.numerics import dequantize, to_bf16
 
 # --- the device boundary ---------------------------------------------------------------------
 
 
 def from_real(x: Array, element: Element, round_mode: str = DEFAULT_ROUND) -> Array:
-    """Real values as stored in `element`: clamp(round(x / S) + Z) for a
-    quantized element (numerics.quantize's formula), rounded floats otherwise."""
+    """Real values as stored in `element`: clamp(round(x · f32(1/S)) + Z) for
+    a quantized element, rounded floats otherwise. As the chip quantizes
+    (bm1684x's requant_float: a multiply by the float32 reciprocal of S, then
+    the rounding; `x / S` differs at some ties)."""
     x = np.asarray(x, np.float32)
     if not element.quantized:
         return round_float(x, element)
-    if round_mode == DEFAULT_ROUND:
-        return quantize(x, element.scale, element.zero_point, element.qmin, element.qmax)
-    q = float_rounding(round_mode)(np.divide(x, np.float32(element.scale), dtype=np.float32))
+    inverse = np.float32(1.0 / element.scale)
+    q = float_rounding(round_mode)(np.multiply(x, inverse, dtype=np.float32))
     q += np.float32(element.zero_point)
     return np.clip(q, element.qmin, element.qmax, out=q)
 

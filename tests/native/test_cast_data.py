@@ -1,0 +1,167 @@
+"""tpu.Cast and the data-movement ops through the native target (the vendor
+backend and its chip model) against tpuc's TPU interpreter: INT8 bit for
+bit, floats with cosine >= 0.99999.
+
+- `edges`: a reshape between the input cast and the output cast, fed values
+  at every half step of the input scale (the quantize's ties: the chip
+  multiplies by the f32 reciprocal of the scale and rounds half away from
+  zero) plus random ones;
+- `moves`: two concats (one on axis 1, one on the last axis, each with an
+  input of another scale, so INT8 rescales it), a transpose, a strided
+  slice, a pad, a nearest upsample and a depth-to-space.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tpuc.errors import TpucError
+
+COSINE = 0.99999
+
+
+@pytest.fixture(scope="module")
+def vendor():
+    from tpuc.vendor.fetch import locate
+
+    try:
+        return locate()
+    except TpucError as exc:
+        pytest.skip(f"no vendor cache: {exc}")
+
+
+def build(work: Path, name: str, nodes, inputs, outputs, inits) -> tuple[str, str]:
+    """The ONNX model, model_transform and run_calibration -> (mlir, table)."""
+    from tpuc.tools import model_transform, run_calibration
+
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [value(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [value(n, TensorProto.FLOAT, None) for n in outputs],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, str(work / f"{name}.onnx"))
+    rng = np.random.default_rng(0)
+    gains = {"z": 4.0, "w": 0.25}
+    arrays = lambda: {n: rng.standard_normal(s).astype("f4") * gains.get(n, 1.0) for n, s in inputs}  # noqa: E731
+    np.savez(work / "in.npz", **arrays())
+    samples = work / "samples"
+    samples.mkdir()
+    for i in range(3):
+        np.savez(samples / f"s{i}.npz", **arrays())
+    mlir, table = str(work / f"{name}.mlir"), str(work / f"{name}_cali_table")
+    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx"), "--mlir", mlir]
+    assert model_transform.run([*argv, "--test_input", str(work / "in.npz")]) == 0
+    assert run_calibration.run([mlir, "--dataset", str(samples), "-o", table]) == 0
+    return mlir, table
+
+
+def input_scale(module) -> float | None:
+    """The scale the first input is quantized to (None in float modes)."""
+    from tpuc.dialects import tpu
+    from tpuc.ir import main_function
+    from tpuc.passes.native.context import quant_of
+
+    for op in main_function(module).body.block.ops:
+        if isinstance(op, tpu.CastOp) and quant_of(op.results[0]) is not None:
+            return quant_of(op.results[0]).scale
+    return None
+
+
+def half_steps(shape, scale: float) -> np.ndarray:
+    """Every half step of `scale` around 0 (past saturation), a few random values."""
+    size = int(np.prod(shape))
+    x = ((np.arange(size) - size // 2) * 0.5 * scale * 2.2).astype("f4")
+    x[: size // 2] = ((np.arange(size // 2) - size // 4) * 0.5 * scale).astype("f4")
+    x[::9] = np.random.default_rng(3).standard_normal(x[::9].size).astype("f4")
+    return x.reshape(shape)
+
+
+def run_both(work: Path, mlir: str, table: str, mode: str, vendor, crafted: bool = False):
+    """(native outputs, TPU interpreter outputs), real values by name."""
+    from tpuc.deploy import lower
+    from tpuc.interp.tpu_interpreter import run_tpu
+    from tpuc.module_io import load_module
+    from tpuc.passes.native.emit import generate_native
+    from tpuc.pipeline import finalize
+    from tpuc.vendor.run import run_native
+    from tpuc.weights import WeightStore
+
+    module, store = load_module(mlir)
+    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
+    inputs = dict(np.load(work / "in.npz"))
+    scale = input_scale(module)
+    if crafted and scale is not None:
+        inputs = {n: half_steps(a.shape, scale) for n, a in inputs.items()}
+    expected = run_tpu(module, store, inputs)
+    finalize(module, WeightStore(store), "bm1684x", 2, True)
+    bmodel = work / f"{mode}.bmodel"
+    bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
+    return run_native(bmodel, inputs, vendor), expected
+
+
+def check(outputs, expected, mode: str) -> None:
+    assert outputs
+    for name, got in outputs.items():
+        want = np.asarray(expected[name], np.float32)
+        got = np.asarray(got, np.float32).reshape(want.shape)
+        if mode == "INT8":
+            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+        else:
+            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
+            cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+            assert cosine >= COSINE, f"{name}: cosine {cosine:.8f}"
+
+
+def ints(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.fixture(scope="module")
+def edges_model(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native_edges")
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
+    return work, *build(work, "edges", nodes, [("x", [1, 4, 8, 16])], ["y"], [ints("s", [1, 512])])
+
+
+@pytest.fixture(scope="module")
+def moves_model(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native_moves")
+    node = helper.make_node
+    nodes = [
+        node("Concat", ["x", "z"], ["c1"], axis=1),  # [1, 6, 6, 8]
+        node("Transpose", ["c1"], ["t"], perm=[0, 2, 3, 1]),  # [1, 6, 8, 6]
+        node("Concat", ["t", "w"], ["c2"], axis=3),  # [1, 6, 8, 8]
+        node("Slice", ["c2", "st", "en", "ax", "sp"], ["s"]),  # [1, 4, 4, 8]
+        node("Pad", ["s", "p"], ["y1"]),  # [1, 4, 7, 9]
+        node("Resize", ["x", "", "sc"], ["y2"], mode="nearest"),  # [1, 4, 12, 16]
+        node("DepthToSpace", ["x"], ["y3"], blocksize=2, mode="CRD"),  # [1, 1, 12, 16]
+    ]
+    inits = [
+        ints("st", [1, 0]),
+        ints("en", [5, 8]),
+        ints("ax", [1, 2]),
+        ints("sp", [1, 2]),
+        ints("p", [0, 0, 2, 0, 0, 0, 1, 1]),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"),
+    ]
+    inputs = [("x", [1, 4, 6, 8]), ("z", [1, 2, 6, 8]), ("w", [1, 6, 8, 2])]
+    return work, *build(work, "moves", nodes, inputs, ["y1", "y2", "y3"], inits)
+
+
+@pytest.mark.parametrize("mode", ["INT8", "F16", "BF16"])
+def test_cast_edges(edges_model, vendor, mode):
+    check(*run_both(*edges_model, mode, vendor, crafted=True), mode)
+
+
+@pytest.mark.parametrize("mode", ["INT8", "F16", "BF16", "F32"])
+def test_data_moves(moves_model, vendor, mode):
+    check(*run_both(*moves_model, mode, vendor), mode)
