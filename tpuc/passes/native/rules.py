@@ -23,7 +23,7 @@ NativeRule = Callable[[Operation, NativeContext], list[NativeCall]]
 NATIVE_RULES: Registry[type[Operation], NativeRule] = Registry("native rules")
 
 FAMILIES = (
-    "binary", "conv", "matmul", "pool", "active", "cast", "data", "lut", "softmax", "norm", "requant",
+    "binary", "conv", "matmul", "pool", "active", "cast", "data", "lut", "softmax", "norm", "requant", "deconv",
 )  # fmt: skip
 
 

@@ -1,0 +1,1 @@
+"""Native rules of the deconv family (filled in per op)."""
