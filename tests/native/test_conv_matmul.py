@@ -10,6 +10,13 @@ Two small ONNX models, each deployed in the four modes:
 - a matmul chain: a weight FC on a 3-D input (+ bias, ReLU), then a matmul
   of that activation by a second input (batch matmul), then a Gemm (transB)
   without bias.
+
+And one INT8 model (batch 2) for grouped convolutions and tpuc's float
+epilogue (an INT8 conv/matmul read only by float layers, here Adds put in
+F32 by a qtable, hands them f32(acc)·f32(M·2^−r)): a grouped 3x3 conv with
+bias and ReLU (8-bit result), a grouped 1x1 conv with bias, a 3x3 stride-2
+conv to 70 channels with ReLU and limit (Clip 0..0.5), a Gemm with bias and a batched matmul of two
+inputs, the last four with float results.
 """
 
 from __future__ import annotations
@@ -32,13 +39,14 @@ def vendor():
     return locate()  # CI fetches the vendor component: fail, never skip, without it
 
 
-def save_onnx(path: Path, nodes, inputs, output: str, inits) -> None:
+def save_onnx(path: Path, nodes, inputs, output: str | list[str], inits) -> None:
     value = helper.make_tensor_value_info
+    outputs = [output] if isinstance(output, str) else output
     graph = helper.make_graph(
         nodes,
         "g",
         [value(name, TensorProto.FLOAT, shape) for name, shape in inputs],
-        [value(output, TensorProto.FLOAT, None)],
+        [value(name, TensorProto.FLOAT, None) for name in outputs],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
@@ -63,7 +71,7 @@ def transform(work: Path, name: str, inputs) -> tuple[str, str]:
     return mlir, table
 
 
-def native_and_interpreter(work: Path, mlir: str, table: str, mode: str, vendor):
+def native_and_interpreter(work: Path, mlir: str, table: str, mode: str, vendor, qtable=None):
     """(native outputs, TPU interpreter outputs), real values by name."""
     from tpuc.deploy import lower
     from tpuc.interp.tpu_interpreter import run_tpu
@@ -74,7 +82,7 @@ def native_and_interpreter(work: Path, mlir: str, table: str, mode: str, vendor)
     from tpuc.weights import WeightStore
 
     module, store = load_module(mlir)
-    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
+    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, qtable)
     inputs = dict(np.load(work / "in.npz"))
     expected = run_tpu(module, store, inputs)
     finalize(module, WeightStore(store), "bm1684x", 2, True)
@@ -154,3 +162,96 @@ def test_conv_chain(conv_model, vendor, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_matmul_chain(matmul_model, vendor, mode):
     check(*native_and_interpreter(*matmul_model, mode, vendor), mode)
+
+
+@pytest.fixture(scope="module")
+def epilogue_model(tmp_path_factory):
+    work = tmp_path_factory.mktemp("native_epilogue")
+    rng = np.random.default_rng(3)
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3], group=2),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], kernel_shape=[1, 1], group=4),
+        node("Add", ["c2", "c2"], ["a2"]),
+        node("Conv", ["r1", "W3"], ["c3"], pads=[1] * 4, kernel_shape=[3, 3], strides=[2, 2]),
+        node("Clip", ["c3", "lo", "hi"], ["r3"]),
+        node("Add", ["r3", "r3"], ["a3"]),
+        node("Reshape", ["r1", "S"], ["f"]),
+        node("Gemm", ["f", "W4", "B4"], ["g"], transB=1),
+        node("Add", ["g", "g"], ["a4"]),
+        node("MatMul", ["y", "z"], ["m"]),
+        node("Add", ["m", "m"], ["a5"]),
+    ]
+    inits = [
+        init(rng, "W1", (16, 4, 3, 3)),
+        init(rng, "B1", (16,), 1.0),
+        init(rng, "W2", (12, 4, 1, 1)),
+        init(rng, "B2", (12,), 1.0),
+        init(rng, "W3", (70, 16, 3, 3), 0.1),
+        numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
+        numpy_helper.from_array(np.array([2, -1], np.int64), "S"),
+        init(rng, "W4", (10, 16 * 9 * 7), 0.05),
+        init(rng, "B4", (10,), 1.0),
+    ]
+    inputs = [("x", [2, 8, 9, 7]), ("y", [2, 3, 5, 6]), ("z", [2, 3, 6, 4])]
+    save_onnx(work / "epi.onnx", nodes, inputs, ["a2", "a3", "a4", "a5"], inits)
+    (work / "qtable").write_text("a2 F32\na3 F32\na4 F32\na5 F32\n")
+    return work, *transform(work, "epi", inputs)
+
+
+def float_epilogues(mlir: str, table: str, qtable: str) -> set[str]:
+    """Names of the INT8 convs/matmuls with a float result after lowering."""
+    from tpuc.deploy import lower
+    from tpuc.dialects import tpu
+    from tpuc.module_io import load_module
+    from tpuc.passes.native.context import is_float, quant_of
+
+    module, _ = load_module(mlir)
+    lower(module, "bm1684x", "INT8", False, table, qtable)
+    return {
+        op.names[0]
+        for op in module.walk()
+        if isinstance(op, (tpu.Conv2DOp, tpu.MatMulOp))
+        and quant_of(op.operands[0]) is not None
+        and is_float(op.results[0])
+    }
+
+
+def test_grouped_conv_and_float_epilogue(epilogue_model, vendor):
+    work, mlir, table = epilogue_model
+    qtable = str(work / "qtable")
+    assert float_epilogues(mlir, table, qtable) == {"c2", "r3", "g", "m"}
+    check(*native_and_interpreter(work, mlir, table, "INT8", vendor, qtable), "INT8")
+
+
+def test_float_epilogue_rounds_large_accumulators_half_to_even(tmp_path, vendor):
+    """|acc| above 2^24 (±127·127·1101, odd): int32 -> f32 rounds half to even
+    on the chip (the cast's round_mode 3) as in tpuc's kernels."""
+    from tpuc.tools import model_transform, run_calibration
+
+    ic = 1101
+    w = np.ones((3, ic, 1, 1), np.float32)
+    w[1] *= -1
+    w[2, ::2] = 0.5
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["c", "c"], ["a"]),
+    ]
+    save_onnx(tmp_path / "big.onnx", nodes, [("x", [1, ic, 2, 2])], "a",
+              [numpy_helper.from_array(w, "W")])  # fmt: skip
+    x = np.ones((1, ic, 2, 2), np.float32)
+    x[0, :, 0, 1] = -1
+    x[0, 5:, 1, 0] = 0.3
+    np.savez(tmp_path / "in.npz", x=x)
+    (tmp_path / "samples").mkdir()
+    np.savez(tmp_path / "samples" / "s0.npz", x=x)
+    mlir, table = str(tmp_path / "big.mlir"), str(tmp_path / "big_cali_table")
+    argv = ["--model_name", "big", "--model_def", str(tmp_path / "big.onnx"), "--mlir", mlir]
+    assert model_transform.run([*argv, "--test_input", str(tmp_path / "in.npz")]) == 0
+    assert run_calibration.run([mlir, "--dataset", str(tmp_path / "samples"), "-o", table]) == 0
+    (tmp_path / "qtable").write_text("a F32\n")
+    qtable = str(tmp_path / "qtable")
+    assert float_epilogues(mlir, table, qtable) == {"c"}
+    check(*native_and_interpreter(tmp_path, mlir, table, "INT8", vendor, qtable), "INT8")

@@ -99,9 +99,9 @@ def deconv_accumulator(p: Conv, x: Array, w: Array, bias: Array | None) -> Array
 
 def conv(p: Conv, x: Array, w: Array, bias: Array | None) -> Array:
     """tpu.Conv2D in integers (or with a float epilogue)."""
-    return requant_output(p.requant, conv_accumulator(p, x, w, bias))
+    return requant_output(p.requant, conv_accumulator(p, x, w, bias), chip_float=True)
 
 
 def deconv(p: Conv, x: Array, w: Array, bias: Array | None) -> Array:
     """tpu.Deconv in integers (or with a float epilogue)."""
-    return requant_output(p.requant, deconv_accumulator(p, x, w, bias))
+    return requant_output(p.requant, deconv_accumulator(p, x, w, bias), chip_float=True)

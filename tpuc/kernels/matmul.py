@@ -27,7 +27,7 @@ def matmul(p: MatMul, x: Array, r: Array, bias: Array | None) -> Array:
     acc = matmul_accumulator(p, x, r)
     if bias is not None:
         acc += np.asarray(bias, np.float64).astype(np.int64)
-    return requant_output(p.requant, acc)
+    return requant_output(p.requant, acc, chip_float=True)
 
 
 def matmul_accumulator(p: MatMul, x: Array, r: Array) -> Array:

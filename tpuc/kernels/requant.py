@@ -4,7 +4,9 @@ An integer family sums exactly (int64, or floats holding exact integers)
 and then hands the accumulator to `requant_output`: requant(acc, M, r) per
 tensor or per channel of `axis`, + Z_out, the fused ReLU on stored integers,
 saturation to the output's storage range. A float result dequantizes
-instead (acc·M·2^−r, ReLU on real values, one rounding to the float type).
+instead (acc·M·2^−r, ReLU on real values, one rounding to the float type);
+the convolution and matmul families (tpuc's INT8 "float epilogue") compute
+it as the chip does (`chip_float_epilogue`).
 """
 
 from __future__ import annotations
@@ -66,13 +68,15 @@ def channel_params(values: tuple[int, ...], rank: int, axis: int = 1) -> np.ndar
     return array.reshape(shape)
 
 
-def requant_output(p: Requant, acc: Array) -> Array:
-    """The integer epilogue (see the module docstring)."""
+def requant_output(p: Requant, acc: Array, chip_float: bool = False) -> Array:
+    """The integer epilogue (see the module docstring); `chip_float`: a
+    float result by `chip_float_epilogue`."""
     rank = np.ndim(acc)
     multiplier = channel_params(p.multiplier, rank, p.axis)
     rshift = channel_params(p.rshift, rank, p.axis)
     if not p.out.quantized:
-        return dequant_output(p, acc, multiplier, rshift)
+        dequant = chip_float_epilogue if chip_float else dequant_output
+        return dequant(p, acc, multiplier, rshift)
     q = requantize(acc, multiplier, rshift, p.round_mode)
     q += p.out.zero_point
     return saturate(relu_int(p.relu, q, p.out), p.out.qmin, p.out.qmax)
@@ -84,6 +88,22 @@ def dequant_output(p: Requant, acc: Array, multiplier, rshift) -> Array:
     real = np.asarray(acc, np.float64) * np.ldexp(multiplier.astype(np.float64), -rshift)
     if p.relu.on:
         real = np.clip(real, 0.0, p.relu.upper())
+    return round_once(real, p.out)
+
+
+def chip_float_epilogue(p: Requant, acc: Array, multiplier, rshift) -> Array:
+    """The float epilogue of an INT8 convolution or matmul, as the chip
+    computes it (it has no single op for it; the native target writes
+    conv -> int32, cast -> f32, multiply by the f32 scale with the fused
+    ReLU): f32(acc) (rounded half to even above 2^24) times f32(M·2^−r) in
+    float32, ReLU (and its limit, in f32) on the product, then rounded (to
+    nearest even) to an f16/bf16 result type."""
+    scale = np.ldexp(multiplier.astype(np.float64), -rshift).astype(np.float32)
+    real = np.multiply(np.asarray(acc).astype(np.float32), scale, dtype=np.float32)
+    if p.relu.on:
+        real = np.maximum(real, np.float32(0.0))
+        if p.relu.upper() is not None:
+            real = np.minimum(real, np.float32(p.relu.upper()))
     return round_once(real, p.out)
 
 

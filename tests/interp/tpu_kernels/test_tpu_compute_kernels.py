@@ -572,8 +572,10 @@ def test_matmul_float_result_dequantizes_the_accumulator(element):
         rshift=[4, 33],
     )
     # acc = x@w + bias = [[3-10+10, 6+14-1], [127-640+10, 254+896-1]] = [[3, 19], [-503, 1149]]
-    scale = np.array([3 / 16, 1431655765 / 2**33])
-    real = np.array([[3, 19], [-503, 1149]]) * scale
+    # as the chip computes it (the native target's conv -> int32, cast, f32 multiply):
+    # f32(acc)·f32(M·2^-r) in float32, then rounded to the result type
+    scale = np.array([3 / 16, 1431655765 / 2**33]).astype(np.float32)
+    real = np.array([[3, 19], [-503, 1149]], np.float32) * scale
     want = {"f32": np.float32, "f16": f64_to_f16, "bf16": f64_to_bf16}[element](real)
     got = run(op, [x, w, bias])
     assert got.dtype == np.float32

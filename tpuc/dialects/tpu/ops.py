@@ -17,8 +17,9 @@ lowering chooses the parameters):
 - Conv2D/Deconv/MatMul: acc = Σ (q_in − Z_in)·q_w + bias (int32, padding
   contributes 0); MatMul with two activations: Σ (q_l − Z_l)(q_r − Z_r).
   With quantized inputs and a FLOAT result (the float epilogue), the
-  accumulator is dequantized instead: acc·M·2^−r, fused relu on the real
-  values, rounded once to the result type.
+  accumulator is dequantized instead, as the chip computes it:
+  f32(acc)·f32(M·2^−r) in float32, fused relu on that, then rounded to the
+  result type.
 - Add/Sub: acc = Σ_i ±(q_i − Z_i)·multiplier[i]; one rshift.
 - Mul: acc = Π_i (q_i − Z_i); one multiplier and rshift.
 - Pool2D Avg: acc = Σ_window (q − Z_in) (padding contributes 0), then

@@ -14,11 +14,15 @@ with `use_3ic_optimize = 0`, from the forms tpuc's weight-reorder left
   input channels, raw for depthwise), channels above 64 folded onto the 64
   lanes (`reshape_coeff_for_broadcast_channel`).
 
-Known gaps: the chip's F16/BF16 depthwise kernel (which needs the bias in
+A grouped (not depthwise) INT8 convolution is one call per group and
+image, each an ordinary convolution over that group's channel slice of the
+input and output (TPU-MLIR's merged layout for groups gives wrong results
+after the first group). An INT8 convolution with a float result (tpuc's
+float epilogue) is the sequence of epilogue.py.
+
+Known gap: the chip's F16/BF16 depthwise kernel (which needs the bias in
 the filter's type) rounds differently from tpuc's interpreter (about a
-quarter of the elements one ulp apart; cosine ~0.99999 in BF16); a grouped
-(not depthwise) INT8 convolution is refused: its merged layout as written
-here gives wrong results after the first group.
+quarter of the elements one ulp apart; cosine ~0.99999 in BF16).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ ROUND_MODES = {
 NPU_NUM = 64  # lanes of BM1684X
 EU_INT32 = 16  # int32 elements in one execution unit (64 bytes)
 MAX_DIM = 65535
+DTYPE_I32 = 6
 
 
 def raw_spec(addr: int, dtype: int, shape: tuple[int, ...]) -> bytes:
@@ -200,15 +205,19 @@ def coeff_table(op: Operation, channels: int) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def pack_int8(table: np.ndarray, zp: int, filt: np.ndarray, depthwise: bool) -> np.ndarray:
+def pack_int8(table: np.ndarray, zp: int, filt: np.ndarray, depthwise: bool,
+              requant: bool = True) -> np.ndarray:  # fmt: skip
     """The merged coefficient [lanes, merge_w] int8 (TPU-MLIR reorder_8bit):
     per lane requant | bias (when any is nonzero) | filter, at offsets aligned
     to 4, 4 and 64 bytes (1 for depthwise). `table` is coeff_table's,
-    `filt` [oc, ic/g, kh·kw] int8."""
+    `filt` [oc, ic/g, kh·kw] int8. Without `requant` (an int32 result,
+    `merge_coeff = 1`): bias (always) | filter."""
     oc = table.shape[0]
-    requant = np.stack([table[:, 1], -table[:, 2], np.full(oc, zp)], axis=1).astype(np.int32)
-    parts = [broadcast_channel(requant, EU_INT32).view(np.int8)]
-    if np.any(table[:, 0] != 0):
+    parts = []
+    if requant:
+        quant = np.stack([table[:, 1], -table[:, 2], np.full(oc, zp)], axis=1).astype(np.int32)
+        parts.append(broadcast_channel(quant, EU_INT32).view(np.int8))
+    if not requant or np.any(table[:, 0] != 0):
         bias = table[:, :1].astype(np.int32)
         parts.append(broadcast_channel(bias).view(np.int8))
     if not depthwise:
@@ -240,31 +249,61 @@ def coeff_shape(coeff: np.ndarray, depthwise: bool) -> tuple[int, ...]:
     raise NotExpressible(f"a merged coefficient {width} bytes wide per lane")
 
 
-def int8_spec(spec, op: Operation, table: np.ndarray) -> None:
-    """The INT8 fields of conv_global_spec_t (8-bit result, merge_coeff = 2)."""
-    out_q, in_q = quant_of(op.results[0]), quant_of(op.operands[0])
-    if out_q is None or dtype_name(op.results[0]) not in ("i8", "u8"):
-        raise NotExpressible("an INT8 convolution with a float or 32-bit result")
-    spec.common.has_bias = bool(np.any(table[:, 0] != 0))
+def int8_spec(spec, op: Operation, table: np.ndarray, int32: bool = False) -> None:
+    """The INT8 fields of conv_global_spec_t: an 8-bit result (`merge_coeff =
+    2`), or (`int32`) the int32 accumulator plus bias (`merge_coeff = 1`, no
+    ReLU: the float epilogue applies it)."""
+    in_q = quant_of(op.operands[0])
     spec.common.is_asym = 1
     spec.common.ipad_value = in_q.zero_point if in_q is not None else 0
+    if int32:
+        spec.common.has_bias = 1
+        spec.common.if_relu, spec.common.upper_limit = 0, -1.0
+        spec.merge_coeff = 1
+        return
+    if quant_of(op.results[0]) is None or dtype_name(op.results[0]) not in ("i8", "u8"):
+        raise NotExpressible("an INT8 convolution with a 32-bit result")
+    spec.common.has_bias = bool(np.any(table[:, 0] != 0))
     spec.merge_coeff = 2
     if dtype_name(op.results[0]) == "u8":
         spec.common.if_relu = 1
 
 
-def int8_inputs(op: Operation, ctx: NativeContext, spec) -> list[bytes]:
-    """[input, merged coeff] of an INT8 convolution with an 8-bit result."""
-    oc = shape_of(op.results[0])[1]
-    if (op.value("group") or 1) > 1 and not is_depthwise(op):
-        raise NotExpressible("a grouped INT8 convolution (the chip's grouped layout is not known)")
-    table = coeff_table(op, oc)
-    int8_spec(spec, op, table)
-    zp = quant_of(op.results[0]).zero_point
-    coeff = pack_int8(table, zp, filter_data(op), is_depthwise(op))
-    addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
-    shape = coeff_shape(coeff, is_depthwise(op))
-    return [ctx.spec(op.operands[0]), raw_spec(addr, dtype_code(op.operands[1]), shape)]
+def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[NativeCall]:
+    """An INT8 convolution with an 8-bit result, or (`int32`) its int32
+    accumulator written to the result's address (int32 and f32 are both 4
+    bytes; see epilogue.py). A grouped (not depthwise) one is an ordinary
+    convolution per group and image over that group's channels (input
+    [1, ic/g, H, W] and output [1, oc/g, OH, OW] slices of the NCHW
+    tensors), each with its own merged coefficient."""
+    (n, ic, h, w), (_, oc, oh, ow) = shape_of(op.operands[0]), shape_of(op.results[0])
+    depthwise = is_depthwise(op)
+    parts = 1 if depthwise else op.value("group") or 1
+    icg, ocg = ic // parts, oc // parts
+    table, filt = coeff_table(op, oc), filter_data(op)
+    zp = 0 if int32 else quant_of(op.results[0]).zero_point
+    in_addr, out_addr = ctx.address(op.operands[0]), ctx.address(op.results[0])
+    in_code = dtype_code(op.operands[0])
+    out_code, out_bytes = (DTYPE_I32, 4) if int32 else (dtype_code(op.results[0]), 1)
+    calls = []
+    for g in range(parts):
+        part = slice(g * ocg, (g + 1) * ocg)
+        spec = ConvGlobal()
+        conv_common(op, spec)
+        if parts > 1:
+            spec.common.groups, spec.common.input_c, spec.common.output_c = 1, icg, ocg
+        int8_spec(spec, op, table[part], int32)
+        coeff = pack_int8(table[part], zp, filt[part], depthwise, requant=not int32)
+        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes_g{g}", coeff)
+        weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise))
+        images = [(0, n)] if parts == 1 else [(b, 1) for b in range(n)]
+        for b, count in images:  # 8-bit input: one byte per element
+            src = in_addr + (b * ic + g * icg) * h * w
+            dst = out_addr + (b * oc + g * ocg) * oh * ow * out_bytes
+            inputs = [raw_spec(src, in_code, (count, icg, h, w)), weights]
+            outputs = [raw_spec(dst, out_code, (count, ocg, oh, ow))]
+            calls.append(ctx.call("backend_api_conv_global", spec, op, inputs, outputs))
+    return calls
 
 
 @native_rule(tpu.Conv2DOp)
@@ -276,7 +315,11 @@ def conv2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         spec.common.has_bias = has_bias
         inputs = float_inputs(op, ctx, has_bias)
     elif quant_of(op.operands[0]) is not None:
-        inputs = int8_inputs(op, ctx, spec)
+        if is_float(op.results[0]):
+            from tpuc.passes.native.epilogue import conv_float_epilogue
+
+            return conv_float_epilogue(op, ctx)
+        return int8_calls(op, ctx)
     else:
         raise NotExpressible("a convolution of these types")
     return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs)]

@@ -13,6 +13,9 @@
   `backend_api_batch_matmul_global` (`batch_matmul_global_spec_t`) on
   [B, M, K] x [B, K, N] (or [B, N, K]) -> [B, M, N]; INT8 with one multiplier
   (`requant_mode = 2` MultiplierShift, `shift_val = -rshift`).
+- An INT8 matmul with an f32 result (tpuc's float epilogue): the int32
+  product (the 1x1 convolution with `merge_coeff = 1`, or the batch matmul
+  with `Y_dtype` int32), then epilogue.py's cast and scale.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.conv import (
+    DTYPE_I32,
     ROUND_MODES,
     coeff_shape,
     coeff_table,
@@ -42,6 +46,7 @@ from tpuc.passes.native.conv import (
     pack_int8,
     raw_spec,
 )
+from tpuc.passes.native.epilogue import channel_scales, check_f32, epilogue_calls
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import ConvGlobal, FcGlobal, declare
 from tpuc.weights import read_weight
@@ -86,10 +91,10 @@ def matmul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     if not floats and quant_of(op.operands[0]) is None:
         raise NotExpressible("a matmul of these types")
     if dims is None:
-        return [batch_matmul(op, ctx, floats)]
+        return batch_matmul(op, ctx, floats)
     if dtype_name(op.operands[0]) == "f32":
         return [float_fc(op, ctx, *dims)]
-    return [fc_as_conv(op, ctx, *dims)]
+    return fc_as_conv(op, ctx, *dims)
 
 
 def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> NativeCall:
@@ -107,7 +112,8 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> Nativ
                     outputs=[ctx.spec(op.results[0], (m, n))])  # fmt: skip
 
 
-def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> NativeCall:
+def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
+               ) -> list[NativeCall]:  # fmt: skip
     """A 1x1 convolution of [M, K, 1, 1] by the filter [N, K]: INT8 with the
     per-channel requant in the merged coefficient, F16/BF16 with the filter
     in blocks of 32 input channels and the f32 bias (conv.py's packing)."""
@@ -131,14 +137,21 @@ def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> Nat
             inputs.append(ctx.spec(op.operands[2], (1, n, 1, 1)))
     else:
         table = coeff_table(op, n)
-        int8_spec(spec, op, table)
-        zp = quant_of(op.results[0]).zero_point
-        coeff = pack_int8(table, zp, filt.reshape(n, k, 1), depthwise=False)
+        int32 = is_float(op.results[0])  # the float epilogue (epilogue.py)
+        if int32:
+            check_f32(op)
+        int8_spec(spec, op, table, int32)
+        zp = 0 if int32 else quant_of(op.results[0]).zero_point
+        coeff = pack_int8(table, zp, filt.reshape(n, k, 1), depthwise=False, requant=not int32)
         addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
         shape = coeff_shape(coeff, depthwise=False)
         inputs.append(raw_spec(addr, dtype_code(op.operands[1]), shape))
+        if int32:
+            out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n, 1, 1))
+            conv = ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=[out])
+            return [conv, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
     outputs = [ctx.spec(op.results[0], (m, n, 1, 1))]
-    return ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)
+    return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
 
 
 def batch_dims(op: Operation) -> tuple[int, int, int, int]:
@@ -151,7 +164,7 @@ def batch_dims(op: Operation) -> tuple[int, int, int, int]:
     return math.prod(out[:-2]), m, k, n
 
 
-def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> NativeCall:
+def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> list[NativeCall]:
     """`backend_api_batch_matmul_global` on [B, M, K] x [B, K, N]."""
     b, m, k, n = batch_dims(op)
     transpose = bool(op.value("right_transpose"))
@@ -171,15 +184,30 @@ def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> NativeCall:
             raise NotExpressible("a batched INT8 matmul with per-column requant")
         c.R_zp_is_const = True
         c.izp_const_val = quant_of(op.operands[0]).zero_point
+        right_q = quant_of(op.operands[1])
+        c.R_zp_const_val = right_q.zero_point if right_q is not None else 0
         out_q = quant_of(op.results[0])
-        if out_q is None:
-            raise NotExpressible("a batched INT8 matmul with a float or 32-bit result")
-        c.requant_mode = MULTIPLIER_SHIFT
-        c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
-        c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+        if out_q is None and not is_float(op.results[0]):
+            raise NotExpressible("a batched INT8 matmul with a 32-bit result")
+        if out_q is not None:
+            c.requant_mode = MULTIPLIER_SHIFT
+            c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
+            c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
     right = (b, n, k) if transpose else (b, k, n)
     inputs = [ctx.spec(op.operands[0], (b, m, k)), ctx.spec(op.operands[1], right)]
     if c.has_bias:
         inputs.append(ctx.spec(op.operands[2], (1, 1, n)))
-    outputs = [ctx.spec(op.results[0], (b, m, n))]
-    return ctx.call("backend_api_batch_matmul_global", spec, op, inputs=inputs, outputs=outputs)
+    if floats or quant_of(op.results[0]) is not None:
+        outputs = [ctx.spec(op.results[0], (b, m, n))]
+        return [ctx.call("backend_api_batch_matmul_global", spec, op, inputs, outputs)]
+    # the float epilogue (epilogue.py): the int32 product, then cast and scale
+    check_f32(op)
+    if c.has_bias:
+        raise NotExpressible("a batched INT8 matmul with a bias and a float result")
+    c.Y_dtype, c.do_relu, c.upper_limit = DTYPE_I32, False, -1.0
+    outputs = [raw_spec(ctx.address(op.results[0]), DTYPE_I32, (b, m, n))]
+    scale = channel_scales(np.array([[0, multiplier[0], rshift[0]]], np.int64))
+    return [
+        ctx.call("backend_api_batch_matmul_global", spec, op, inputs, outputs),
+        *epilogue_calls(op, ctx, (b, m, 1, n), np.full(m, scale[0], np.float32)),
+    ]
