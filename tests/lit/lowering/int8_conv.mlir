@@ -15,7 +15,7 @@
 // BM:      "tpu.Conv2D"{{.*}}name = "conv"{{.*}}multiplier = [1082196484 : i64, 1073741824 : i64, 1352745605 : i64], rshift = [39 : i64, 31 : i64, 37 : i64], round_mode = "HalfAwayFromZero"
 // BM-SAME: (tensor<1x2x2x2x!quant.uniform<i8:f32, 0.01>>, tensor<3x2x1x1xsi8>, tensor<3xi32>) -> tensor<1x3x2x2x!quant.uniform<i8:f32, 0.02>>
 // 0.02/(0.005·4) = 1
-// BM:      "tpu.Pool2D"{{.*}}pool_mode = "Avg", multiplier = [1073741824 : i64], rshift = [30 : i64]
+// BM:      "tpu.Pool2D"{{.*}}pool_mode = "Avg", multiplier = [128 : i64], rshift = [7 : i64], round_mode = "HalfUp"
 // BM-SAME: -> tensor<1x3x1x1x!quant.uniform<i8:f32, 0.005>>
 // BM:      "tpu.MatMul"{{.*}}multiplier = [1352745605 : i64, 1352745605 : i64, 1073741824 : i64], rshift = [38 : i64, 37 : i64, 31 : i64]
 // BM-SAME: (tensor<2x2x!quant.uniform<i8:f32, 0.01>>, tensor<2x3xsi8>, none) -> tensor<2x3x!quant.uniform<u8:f32, 0.0199{{[0-9]*}}>>

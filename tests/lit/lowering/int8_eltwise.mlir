@@ -23,7 +23,7 @@
 // CV:      "tpu.Softmax"(%{{.*}}) {name = "sm_bf16"{{.*}} -> tensor<1x4xbf16>
 
 // BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [26214 : i64, 13107 : i64], rshift = [15 : i64]
-// BM:      "tpu.Mul"{{.*}} {name = "mul_i8", multiplier = [1082196484 : i64], rshift = [37 : i64]
+// BM:      "tpu.Mul"{{.*}} {name = "mul_i8", multiplier = [129 : i64], rshift = [14 : i64], round_mode = "HalfUp"
 // BM:      "tpu.Concat"{{.*}} {name = "cat_i8", axis = 1 : i64, multiplier = [1717986918 : i64, 1 : i64], rshift = [31 : i64, 0 : i64]
 // BM:      "tpu.Softmax"(%{{.*}}) {name = "sm"{{.*}} -> tensor<1x4xf32>
 

@@ -274,11 +274,12 @@ def avg_pool(chip="bm1684x", y_hi=2.54, kernel=(2, 2), **kw):
 
 
 def test_avg_pool_book_multiplier_0_1234():
-    """S_in/(S_out·k) = 0.1234 -> (2119995857, 34) (the book's example)."""
+    """S_in/(S_out·k) = 0.1234 -> (253, 11): bm168x's pooling takes a u8
+    multiplier (0.9872·256 = 252.7)."""
     s_out = 0.1 / (4 * 0.1234)
     pool = avg_pool(y_hi=127 * s_out).op("tpu.Pool2D")
     assert pool.value("pool_mode") == "Avg"
-    assert requant(pool) == ([2119995857], [34])
+    assert requant(pool) == ([253], [11])
     cv = avg_pool("cv183x", y_hi=127 * s_out).op("tpu.Pool2D")
     assert requant(cv) == ([126], [10])  # 0.9872·128 = 126.4
 
@@ -286,7 +287,7 @@ def test_avg_pool_book_multiplier_0_1234():
 def test_avg_pool_counting_padding_stays_int8():
     pool = avg_pool(pads=[1, 1, 1, 1], count_include_pad=True, out=[1, 1, 3, 3]).op("tpu.Pool2D")
     assert isinstance(element(pool.results[0]), UniformQuantizedType)
-    assert requant(pool) == ([1342177280], [30])  # 0.1/(0.02·4) = 1.25 = 0.625·2^1
+    assert requant(pool) == ([160], [7])  # 0.1/(0.02·4) = 1.25 = 0.625·2^1, u8
 
 
 @pytest.mark.parametrize(

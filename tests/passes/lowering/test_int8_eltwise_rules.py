@@ -131,13 +131,14 @@ def test_add_with_weight_and_relu():
 
 
 def test_mul_multiplier():
-    """One multiplier for S_a·S_b/S_out at the chip's width (32 / 8 bits)."""
+    """One multiplier for S_a·S_b/S_out at the chip's width (bm168x's
+    bcbinary MUL: unsigned 8 bits, [128, 256); cv18xx: 8 signed bits)."""
     net = Net()
     a = net.input("a", SHAPE, (-4.0, 4.0))
     b = net.input("b", SHAPE, (-2.0, 2.0))
     y = net.op("top.Mul", [a, b], "y", SHAPE, (-8.0, 8.0))
     scale = (4 / 127) * (2 / 127) / (8 / 127)
-    for chip, bits in (("bm1684x", 32), ("cv183x", 8)):
+    for chip, bits in (("bm1684x", 9), ("cv183x", 8)):
         mul = op_named(lower(net.text(y), chip=chip)[0], "y")
         m, r = mul.value("multiplier")[0], mul.value("rshift")[0]
         assert 2 ** (bits - 2) <= m < 2 ** (bits - 1)

@@ -28,6 +28,7 @@ from tpuc.ir import element_of
 from tpuc.numerics import multiplier_rshift, round_half_away
 from tpuc.passes.canonicalize.common import is_pre_quantized
 from tpuc.passes.lowering.context import Lowering
+from tpuc.passes.lowering.int8_eltwise import u8_multiplier_form, u8_requant_attrs
 from tpuc.passes.lowering.registry import lowering
 from tpuc.pool_geometry import PoolGeometry
 
@@ -324,6 +325,8 @@ def lower_avg_pool(lw: Lowering):
     x = lw.operand(0)
     k = math.prod(lw.op.value("kernel_shape"))
     scale = lw.quant(0).scale / (lw.out_quant(0).scale * k)
+    if u8_multiplier_form(lw):  # bm168x's pooling backend: u8 multiplier, half up
+        return lw.build(tpu.Pool2DOp, [x], {"pool_mode": "Avg", **u8_requant_attrs(lw, scale)})
     return lw.build(tpu.Pool2DOp, [x], {"pool_mode": "Avg", **requant_attrs(lw, [scale])})
 
 

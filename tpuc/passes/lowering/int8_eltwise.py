@@ -112,12 +112,31 @@ def two_inputs(op: top.MulOp) -> bool:
     return len(op.operands) == 2
 
 
+U8_MULTIPLIER_BITS = 9  # multiplier_rshift's signed width 9: M in [128, 256)
+
+
+def u8_multiplier_form(lw: Lowering) -> bool:
+    """bm168x's own INT8 Mul and average pooling (TPU-MLIR's bcbinary MUL
+    and pooling backends) take an unsigned 8-bit multiplier and round the
+    shift half up, whatever round mode they are given (measured on the
+    vendor's chip model); a pre-quantized model keeps TFLite's arithmetic."""
+    return lw.chip.family == "bm168x" and not is_pre_quantized(lw.op)
+
+
+def u8_requant_attrs(lw: Lowering, scale: float) -> dict:
+    multiplier, rshift = multiplier_rshift(scale, U8_MULTIPLIER_BITS)
+    return {"multiplier": [multiplier], "rshift": [rshift], "round_mode": "HalfUp"}
+
+
 def lower_mul(lw: Lowering):
     """q_out = requant((q_a − Z_a)(q_b − Z_b), M, r), M/2^r ≈ S_a·S_b/S_out;
     |acc| <= 255² < 2^16."""
     (a, qa), (b, qb) = read_int8(lw, 0), read_int8(lw, 1)
     out = lw.out_quant()
     scales = [qa.scale, qb.scale, out.scale]
+    if u8_multiplier_form(lw):
+        attrs = u8_requant_attrs(lw, scales[0] * scales[1] / scales[2])
+        return lw.build(tpu.MulOp, [a, b], attrs)
     pre_quantized = is_pre_quantized(lw.op) and lw.chip.multiplier_bits == 32
     if pre_quantized:  # TFLite's MUL: the model's float32 scales, its double rounding
         scales = [float(np.float32(s)) for s in scales]

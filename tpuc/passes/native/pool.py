@@ -7,7 +7,14 @@ from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
-from tpuc.passes.native.context import NativeCall, NativeContext, NotExpressible, is_float
+from tpuc.passes.native.context import (
+    NativeCall,
+    NativeContext,
+    NotExpressible,
+    dtype_name,
+    is_float,
+    quant_of,
+)
 from tpuc.passes.native.conv import ROUND_MODES
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import PoolingCommon
@@ -40,5 +47,34 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         spec.is_avg_pooling = 1
         spec.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
         if not is_float(op.operands[0]):
-            raise NotExpressible("integer average pooling (not yet written for the native target)")
+            int8_avg(op, spec)
     return [ctx.call("backend_api_pooling_global", spec, op)]
+
+
+MAX_INT8_SIDE = 7  # the widest window side measured bit-exact on the chip model
+
+
+def int8_avg(op: Operation, spec) -> None:
+    """Symmetric INT8 (avg_pooling_quant_mode 0, Pool2D.cpp): the chip computes
+    (Σ q · multiplier + 2^(rshiftbits−1)) >> rshiftbits with a u8 multiplier,
+    which bm168x's lowering chooses (HalfUp)."""
+    quant_in, quant_out = quant_of(op.operands[0]), quant_of(op.results[0])
+    if quant_in is None or quant_out is None or quant_in.zero_point or quant_out.zero_point:
+        raise NotExpressible("asymmetric INT8 average pooling")
+    multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
+    if len(multiplier) != 1 or len(rshift) != 1:
+        raise NotExpressible("per-channel requantization of an average pooling")
+    if max(spec.kh, spec.kw) > MAX_INT8_SIDE:
+        raise NotExpressible(
+            f"INT8 average pooling over a {spec.kh}x{spec.kw} window (wider windows round "
+            "otherwise on the chip: measured 1 LSB off at 3x96)"
+        )
+    if dtype_name(op.operands[0]) != dtype_name(op.results[0]):
+        raise NotExpressible("INT8 average pooling into another signedness (the backend crashes)")
+    spec.is_global_pooling = 0  # its INT8 global form computes otherwise (measured)
+    if not 0 <= int(multiplier[0]) <= 255 or int(rshift[0]) < 0:
+        raise NotExpressible(f"multiplier {multiplier[0]} >> {rshift[0]} (the chip takes u8 >> n)")
+    if int(rshift[0]) and op.value("round_mode") != "HalfUp":
+        raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
+    spec.avg_pooling_quant_mode = 0
+    spec.multiplier, spec.rshiftbits = int(multiplier[0]), int(rshift[0])
