@@ -20,13 +20,9 @@ SLOPE = RNG.uniform(0.05, 0.5, (4, 1, 1)).astype(np.float32)
 
 
 def vendor():
-    from tpuc.errors import TpucError
     from tpuc.vendor.fetch import locate
 
-    try:
-        return locate()
-    except TpucError as exc:
-        pytest.skip(f"vendor cache: {exc}")
+    return locate()  # CI fetches the vendor component: fail, never skip, without it
 
 
 def node(op_type, inputs, outputs, **attrs):
