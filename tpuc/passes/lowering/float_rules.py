@@ -77,3 +77,11 @@ def lower_value_cast(lw: Lowering):
         result_types=[lw.result_type(0, f32)],
         copy_attributes=False,
     )
+
+
+@lowering(top.LRNOp, modes=("F16",), family="bm168x")
+def lower_lrn_f32(lw: Lowering):
+    """LRN in F32 between casts (TPU-MLIR's BM1684X LRNLowering::LoweringF16 is
+    LoweringF32: the chip's library has no F16 LRN)."""
+    source = lw.cast(lw.op.operands[0], f32)
+    return lw.build(tpu.LRNOp, [source], result_types=[lw.result_type(0, f32)])

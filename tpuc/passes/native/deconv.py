@@ -1,1 +1,106 @@
-"""Native rules of the deconv family (filled in per op)."""
+"""Deconv (a 2-D transposed convolution), after TPU-MLIR's
+`Interfaces/BM1684X/Deconv.cpp`: the old-style
+`backend_api_deconv_global(deconv_global_param_t*, sizeof)` with the
+addresses in the struct.
+
+tpuc keeps ONNX's filter [ic, oc/g, kh, kw]; the library reads TPU-MLIR's
+[oc, ic/g, kh, kw] (its converter's transpose per group), laid out as in
+`WeightReorder/BM1684X/Deconv.cpp`: F32 [1, oc, ic/g, kh·kw]; F16/BF16 in
+blocks of 32 input channels ([oc][ic/32][kh·kw][32], `filter_reorder`), or
+[1, oc, kh, kw] when depthwise; the bias [1, oc, 1, 1] in its own type.
+
+INT8 is not expressible: the library's quantized deconv writes the int32
+accumulator (TPU-MLIR requantizes it in a separate op), which needs a
+buffer tpuc's activation plan does not have.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import Operation
+
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import shape_of
+from tpuc.passes.native.context import (
+    NativeCall,
+    NativeContext,
+    NotExpressible,
+    dtype_code,
+    dtype_name,
+    is_float,
+)
+from tpuc.passes.native.conv import ic_blocks
+from tpuc.passes.native.rules import native_rule
+from tpuc.vendor.params import declare
+from tpuc.weights import read_weight
+
+DeconvGlobal = declare(
+    "deconv_global_param_t",
+    "u64 input_global_addr; u64 weight_global_addr; u64 bias_global_addr; "
+    "u64 output_global_addr; i32 input_shape[4]; i32 groups; i32 output_c; i32 kernel[2]; "
+    "i32 stride[2]; i32 dilation[2]; i32 pad[4]; i32 output_pad[2]; i32 has_bias; "
+    "i32 input_dtype; i32 weight_dtype; i32 bias_dtype; i32 output_dtype; i32 if_relu; "
+    "f32 upper_limit; bool is_asym; u8 rshift; u64 kzp_global_addr; "
+    "u64 pad_insert_global_addr; bool kzp_is_const; bool pad_insert_is_const; i32 kzp_val; "
+    "i32 pad_val; i32 insert_val; i32 kzp_dtype",
+)
+
+
+def oihw_filter(op: Operation, groups: int) -> np.ndarray:
+    """ONNX's [ic, oc/g, kh, kw] as [oc, ic/g, kh·kw] (TPU-MLIR's order)."""
+    weight = op.operands[1].owner
+    if not isinstance(weight, top.WeightOp):
+        raise NotExpressible("a deconv filter that is not a weight")
+    ic, ocg, kh, kw = shape_of(op.operands[1])
+    data = np.asarray(read_weight(weight)).reshape(groups, ic // groups, ocg, kh * kw)
+    return data.transpose(0, 2, 1, 3).reshape(groups * ocg, ic // groups, kh * kw)
+
+
+def filter_layout(op: Operation, groups: int, dtype: str) -> np.ndarray:
+    """The filter as the library reads it (see the module docstring)."""
+    filt = oihw_filter(op, groups)
+    oc, icg, _ = filt.shape
+    depthwise = groups > 1 and icg == 1 and oc == groups
+    if dtype == "f32" or depthwise:
+        return filt
+    return ic_blocks(filt, 32)
+
+
+@native_rule(tpu.DeconvOp)
+def deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """deconv_global_param_t {addresses, input_shape, groups, output_c, kernel,
+    stride, dilation, pad (h0, h1, w0, w1), output_pad, has_bias, dtypes,
+    if_relu, upper_limit}; float only."""
+    src, dst, bias = op.operands[0], op.results[0], op.operands[2]
+    if not (is_float(src) and is_float(dst)):
+        raise NotExpressible("an INT8 deconv (the library writes its int32 accumulator)")
+    kernel = op.value("kernel_shape")
+    in_shape = shape_of(src)
+    if len(kernel) != 2 or len(in_shape) != 4:
+        raise NotExpressible(f"a {len(kernel)}-D deconv (the native target has 2-D)")
+    dtype = dtype_name(src)
+    if dtype_name(op.operands[1]) != dtype:
+        raise NotExpressible("a deconv filter of another type than the input")
+    groups = op.value("group") or 1
+    p = DeconvGlobal()
+    p.input_global_addr, p.output_global_addr = ctx.address(src), ctx.address(dst)
+    stored = filter_layout(op, groups, dtype)
+    p.weight_global_addr = ctx.coeffs.add(f"{op.names[0]}_filter_reordered", stored)
+    p.input_shape[:] = in_shape
+    p.groups, p.output_c = groups, shape_of(dst)[1]
+    p.kernel[:] = kernel
+    p.stride[:] = op.value("strides") or [1, 1]
+    p.dilation[:] = op.value("dilations") or [1, 1]
+    top_, left, bottom, right = op.value("pads") or [0, 0, 0, 0]
+    p.pad[:] = [top_, bottom, left, right]
+    p.output_pad[:] = op.value("output_padding") or [0, 0]
+    p.input_dtype = p.weight_dtype = p.output_dtype = dtype_code(src)
+    if not isinstance(bias.owner, top.NoneOp):
+        if not isinstance(bias.owner, top.WeightOp):
+            raise NotExpressible("a deconv bias that is not a weight")
+        p.has_bias, p.bias_dtype = 1, dtype_code(bias)
+        p.bias_global_addr = ctx.address(bias)
+    p.if_relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit")
+    p.upper_limit = -1.0 if limit is None else float(limit)
+    return [NativeCall("backend_api_deconv_global", p.to_bytes(), plain=True)]
