@@ -107,7 +107,21 @@ class NativeContext:
         self.neuron_size = int(module_attr(module, "neuron_size", 0))
         self.coeffs = Coeffs(GMEM_START)
         self.ctx_addr = GMEM_START + align_up(coeff_size, REGION_ALIGN)
-        self.ctx_size = align_up(max(self.neuron_size, 1), REGION_ALIGN)
+        self.scratch_addr = self.ctx_addr + align_up(max(self.neuron_size, 1), COEFF_ALIGN)
+        self.scratch_size = 0
+
+    @property
+    def ctx_size(self) -> int:
+        """The activations and, behind them, the scratch buffer."""
+        return align_up(self.scratch_addr - self.ctx_addr + self.scratch_size, REGION_ALIGN)
+
+    def scratch(self, nbytes: int, index: int = 0) -> int:
+        """The address of scratch buffer `index` (each `nbytes` long at most)
+        behind the activations, for one op's intermediate values: ops run one
+        after another, so every op shares the same buffers."""
+        size = align_up(nbytes, COEFF_ALIGN)
+        self.scratch_size = max(self.scratch_size, size * (index + 1))
+        return self.scratch_addr + size * index
 
     def address(self, value: SSAValue) -> int:
         """The device address of an activation (or a weight, placed on first use)."""
