@@ -140,3 +140,15 @@ def test_native_needs_bm1684x(prepared, vendor):
     argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1688", "--quantize", "F32"]
     with pytest.raises(TpucError, match="writes bm1684x bmodels"):
         model_deploy.run([*argv, "--codegen", "native", "--model", str(prepared / "x.bmodel")])
+
+
+def test_missing_vendor_cache_is_one_line(prepared, tmp_path, monkeypatch):
+    """Without the vendor component, --codegen native stops before any work,
+    saying what to run, and writes nothing."""
+    monkeypatch.setenv("TPUC_CACHE", str(tmp_path / "empty-cache"))
+    target = tmp_path / "out" / "x.bmodel"
+    argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1684x", "--quantize", "F32"]
+    with pytest.raises(TpucError, match="tpuc-vendor fetch") as info:
+        model_deploy.run([*argv, "--codegen", "native", "--model", str(target)])
+    assert "\n" not in str(info.value)
+    assert not target.parent.exists()
