@@ -160,3 +160,38 @@ def test_cast_edges(edges_model, vendor, mode):
 @pytest.mark.parametrize("mode", ["INT8", "F16", "BF16", "F32"])
 def test_data_moves(moves_model, vendor, mode):
     check(*run_both(*moves_model, mode, vendor), mode)
+
+
+@pytest.mark.parametrize("mode", ["F32", "BF16", "INT8"])
+def test_concat_with_fused_relu(tmp_path, vendor, mode):
+    """Concat -> Relu fuses into the concat (shufflenet's branches); natively
+    a relu in place on the output (none for an unsigned INT8 output)."""
+    from tpuc.tools import model_deploy, model_transform, run_calibration
+
+    nodes = [
+        helper.make_node("Concat", ["a", "b"], ["c"], axis=1, name="cat"),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Mul", ["r", "k"], ["o"], name="mul"),
+    ]
+    value = helper.make_tensor_value_info
+    k = numpy_helper.from_array(np.full((1, 8, 1, 1), 0.7, np.float32), "k")
+    ins = [value(n, TensorProto.FLOAT, [1, 4, 8, 8]) for n in "ab"]
+    graph = helper.make_graph(nodes, "g", ins, [value("o", TensorProto.FLOAT, [1, 8, 8, 8])], [k])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "cr.onnx")
+    rng = np.random.default_rng(0)
+    (tmp_path / "cali").mkdir()
+    for i in range(3):
+        arrays = {n: rng.standard_normal((1, 4, 8, 8)).astype("f4") for n in "ab"}
+        np.savez(tmp_path / "cali" / f"s{i}.npz", **arrays)
+    mlir, sample = str(tmp_path / "cr.mlir"), str(tmp_path / "cali" / "s0.npz")
+    top = str(tmp_path / "top.npz")
+    argv = ["--model_name", "cr", "--model_def", str(tmp_path / "cr.onnx"), "--mlir", mlir]
+    assert model_transform.run([*argv, "--test_input", sample, "--test_result", top]) == 0
+    table = str(tmp_path / "cr_cali")
+    assert run_calibration.run([mlir, "--dataset", str(tmp_path / "cali"), "-o", table]) == 0
+    argv = ["--mlir", mlir, "--chip", "bm1684x", "--quantize", mode, "--calibration_table", table]
+    argv += ["--test_input", sample, "--test_reference", top, "--tolerance", "0.9,0.5"]
+    argv += ["--codegen", "native", "--model", str(tmp_path / f"cr_{mode}.bmodel")]
+    assert model_deploy.run(argv) == 0  # checks the vendor runtime against the interpreter

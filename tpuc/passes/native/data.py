@@ -18,6 +18,7 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw, round_mode
 from tpuc.passes.native.context import (
+    DTYPE_CODES,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -166,8 +167,36 @@ def concat(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     input (used by the concat alone) is requantized in place, then all are
     concatenated. (The library's per-channel requant_int did not compute
     tpuc's requant, so no per-channel pass after the concat.)"""
-    if op.value("do_relu"):
-        raise NotExpressible("a concat with a fused relu")
+    return concat_calls(op, ctx) + fused_relu(op, ctx)
+
+
+def fused_relu(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """A concat's fused relu, in place on its output (prelu with slope 0, as
+    a Relu op): nothing for an unsigned INT8 output with zero point 0, whose
+    saturation already clamps at 0."""
+    from tpuc.passes.native.active import ROUND_UP, PReluSpec
+
+    if not op.value("do_relu"):
+        return []
+    out = op.results[0]
+    limit = op.value("relu_limit")
+    limit = -1.0 if limit is None else float(limit)
+    quant = quant_of(out)
+    if quant is not None:
+        if quant.zero_point:
+            raise NotExpressible("an asymmetric INT8 concat with a fused relu")
+        if dtype_code(out) == DTYPE_CODES["u8"] and limit < 0:
+            return []
+        if limit >= 0:  # the clamp is on stored values
+            limit = float(np.round(limit / quant.scale))
+    spec = PReluSpec()
+    spec.upper_limit, spec.slope_val, spec.is_channel_shared = limit, 0.0, 1
+    spec.round_mode = ROUND_UP
+    view = ctx.spec(out)
+    return [NativeCall("backend_api_prelu_global", spec.to_bytes(), [view], [view])]
+
+
+def concat_calls(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     out, shape = op.results[0], shape_of(op.results[0])
     axis = op.value("axis") % len(shape)
     pairs = _requants(op)
