@@ -373,7 +373,9 @@ def deploy(req: Request) -> int:
             say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
         stages.done("codegen")
         if check is not None and not req.skip_validation:
-            bmodel_check = run_bmodel(req, compiled.bmodel, data.inputs, check.values)
+            bmodel_check = run_bmodel(
+                req, compiled.bmodel, data.inputs, check.values, compiled.module
+            )
             out.save_npz(path("_model_outputs.npz"), bmodel_check.outputs)
             written.append(path("_model_outputs.npz"))
             stages.done("bmodel check")
@@ -389,10 +391,11 @@ def deploy(req: Request) -> int:
                 f"the bmodel differs from the TPU interpreter: {'; '.join(bmodel_check.mismatches)}"
             )
         names = len(bmodel_check.outputs)
-        if req.codegen == "native" and not (req.mode == "INT8" and req.qtable is None):
-            from tpuc.tools.deploy_native import FLOAT_COSINE
+        if req.codegen == "native":
+            from tpuc.tools.deploy_native import check_kind
 
-            say(f"bmodel matches the TPU interpreter (cosine >= {FLOAT_COSINE}, {names} output(s))")
+            _, how = check_kind(req.mode, req.qtable is not None, compiled.module)
+            say(f"bmodel matches the TPU interpreter ({how}, {names} output(s))")
         else:
             say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
     say(f"done ({stages.line()})")
@@ -458,19 +461,20 @@ def estimate_latency(req: Request, bmodel: bytes) -> str:
     return estimate(read_bmodel(bmodel, str(req.model)), str(req.model)).summary()
 
 
-def run_bmodel(req: Request, bmodel: bytes, inputs, expected):
+def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None):
     """The bmodel in the device simulator (or, native, the vendor runtime),
     against the TPU interpreter."""
     from tpuc.runtime.check import BmodelCheck, check_bmodel
 
     if req.codegen == "native":
-        from tpuc.tools.deploy_native import native_differences, run_native_check
+        from tpuc.tools.deploy_native import check_kind, native_differences, run_native_check
 
         say(f"running {req.model} in the vendor runtime; comparing with the TPU interpreter")
         start = time.perf_counter()
         outputs = run_native_check(bmodel, inputs, req.vendor)
-        integer = req.mode == "INT8" and req.qtable is None
-        found = native_differences(outputs, expected, integer)
+        threshold, how = check_kind(req.mode, req.qtable is not None, module)
+        say(f"comparing {how}")
+        found = native_differences(outputs, expected, threshold)
         return BmodelCheck(outputs, found, time.perf_counter() - start)
 
     say(f"running {req.model} in the device simulator; comparing with the TPU interpreter")
