@@ -1,6 +1,7 @@
 // INT8 lowering of elementwise, table and data-movement ops. The book's Add
 // (thresholds 4, 2 -> 5) takes multipliers 0.8 and 0.4 on one rshift: 8-bit
-// (102, 51) >> 7 on cv183x, 16-bit (26214, 13107) >> 15 on bm1684x.
+// (102, 51) >> 7 on cv183x, unsigned 8-bit (205, 102) >> 8 on bm1684x (its
+// bcbinary's u8 scales).
 // RUN: tpuc-opt %s -p 'processor-assign{chip="cv183x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=CV
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=BM
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu{asymmetric=true}' | filecheck %s --check-prefix=ASYM
@@ -22,7 +23,7 @@
 // Softmax has no INT8 form: cv183x runs it in BF16.
 // CV:      "tpu.Softmax"(%{{.*}}) {name = "sm_bf16"{{.*}} -> tensor<1x4xbf16>
 
-// BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [26214 : i64, 13107 : i64], rshift = [15 : i64]
+// BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [205 : i64, 102 : i64], rshift = [8 : i64]
 // BM:      "tpu.Mul"{{.*}} {name = "mul_i8", multiplier = [129 : i64], rshift = [14 : i64], round_mode = "HalfUp"
 // BM:      "tpu.Concat"{{.*}} {name = "cat_i8", axis = 1 : i64, multiplier = [1717986918 : i64, 1 : i64], rshift = [31 : i64, 0 : i64]
 // BM:      "tpu.Softmax"(%{{.*}}) {name = "sm"{{.*}} -> tensor<1x4xf32>

@@ -54,12 +54,17 @@ def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
 
 
 def add_multipliers(lw: Lowering, scales: list[float]) -> tuple[list[int], int]:
-    """The chip's eltwise width; in a pre-quantized module (a TFLite model's
+    """bm168x: 8-bit multipliers (the largest in [128, 256), the others
+    rounded on its rshift, |M| <= 255), which the chip's bcbinary ADD/SUB
+    takes as its u8 scales (the native target sums into int32 with them and
+    requantizes once); else the chip's eltwise width; in a pre-quantized module (a TFLite model's
     own scales) the widest multipliers TIU_ARITH's i32 fields and int32
     accumulator take for these inputs, so that the sum rounds as TFLite's
     ADD (2^20-scaled inputs, 31-bit multipliers) does: 16-bit multipliers
     put ~0.02% of the elements 1 LSB off, and each grows through the layers
     after it."""
+    if u8_multiplier_form(lw):
+        return shared_rshift_multipliers(scales, U8_MULTIPLIER_BITS)
     bits = lw.chip.eltwise_multiplier_bits
     found = shared_rshift_multipliers(scales, bits)
     if not is_pre_quantized(lw.op):

@@ -15,17 +15,24 @@ Add/Sub with rshift > 0 is refused until tpuc's contract changes.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
+from tpuc.passes.native.cast import nchw, round_mode
 from tpuc.passes.native.context import (
     NativeCall,
     NativeContext,
     NotExpressible,
+    dtype_code,
     is_float,
     quant_of,
 )
+from tpuc.passes.native.conv import raw_spec
+from tpuc.passes.native.requant import requant_int_call
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import BcBinaryGlobal, ConstBinaryGlobal
 
@@ -39,10 +46,16 @@ def relu_fields(op: Operation) -> tuple[int, float]:
     return int(bool(op.value("do_relu"))), -1.0 if limit is None else float(limit)
 
 
-def operand_specs(op: Operation, ctx: NativeContext) -> list[bytes]:
-    """Both operands at the output's rank (leading 1s), as TPU-MLIR's shape
-    inference leaves them; the backend broadcasts the unit dims."""
-    if len(op.operands) != 2:
+def zero_point(value) -> int:
+    q = quant_of(value)
+    return q.zero_point if q is not None else 0
+
+
+def operand_specs(op: Operation, ctx: NativeContext, pairs: bool = True) -> list[bytes]:
+    """The operands (two unless `pairs` is off) at the output's rank (leading
+    1s), as TPU-MLIR's shape inference leaves them; the backend broadcasts
+    the unit dims."""
+    if pairs and len(op.operands) != 2:
         raise NotExpressible(f"{len(op.operands)} inputs (the chip's binary ops take two)")
     rank = len(shape_of(op.results[0]))
     specs = []
@@ -68,40 +81,88 @@ def all_float(op: Operation) -> bool:
     return all(is_float(v) for v in (*op.operands, *op.results))
 
 
-def int8_add(op: Operation, param: BcBinaryGlobal) -> None:
-    """scale_A/B = multipliers, rshift_A = rshift_B = the shared rshift, the
-    zero points in izp_A/B and ozp (TPU-MLIR's Add.cpp fields)."""
-    multipliers = [int(m) for m in op.value("multiplier") or [1, 1]]
+def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
+    """tpuc's Σ ±(q_i − Z_i)·M_i, requantized once by the shared rshift:
+    bcbinary ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32
+    result in scratch (exact: |Σ| < 2^17; a third input adds onto it, scale
+    1 for the sum), then requant_int_param_t int32 -> the output with
+    multiplier 1, shift −r, zx = Σ ±Z_i·M_i, offset Z_out and the op's round
+    mode. The zero points go to zx, not izp_A/B: the chip saturates q − izp
+    to 8 bits. The fused relu clamps the sum at 0 in the last bcbinary when
+    zx is 0 (requant is monotonic and keeps 0 at Z_out, so that is clamping
+    the output at Z_out); else only when Z_out is the storage minimum (the
+    saturation clamps)."""
+    multipliers = [int(m) for m in op.value("multiplier") or [1] * len(op.operands)]
     rshift = [int(r) for r in op.value("rshift") or [0]]
-    if len(multipliers) != 2 or len(rshift) != 1:
+    if len(multipliers) != len(op.operands) or len(rshift) != 1:
         raise NotExpressible(f"multipliers {multipliers}, rshifts {rshift}")
-    if rshift[0] != 0 or not all(0 <= m <= 255 for m in multipliers):
+    if not all(0 <= m <= 255 for m in multipliers) or not 0 <= rshift[0] < 32:
         raise NotExpressible(
-            f"INT8 Add/Sub with multipliers {multipliers} >> {rshift[0]}: the chip rounds "
-            "each input's (q·M >> r) on its own (u8 M), tpuc's contract rounds the sum once"
+            f"INT8 Add/Sub with multipliers {multipliers} >> {rshift[0]} (the chip's "
+            "bcbinary takes unsigned 8-bit scales: lower for bm168x)"
         )
-    spec = param.spec
-    spec.scale_A, spec.scale_B = multipliers
-    a, b, out = (quant_of(v) for v in (*op.operands, op.results[0]))
-    spec.izp_A = a.zero_point if a is not None else 0
-    spec.izp_B = b.zero_point if b is not None else 0
-    spec.ozp = out.zero_point if out is not None else 0
+    limit = op.value("relu_limit")
+    if op.value("do_relu") and limit is not None and float(limit) >= 0:
+        raise NotExpressible(f"an INT8 Add/Sub with relu_limit {limit}")
+    out = quant_of(op.results[0])
+    signs = [1] + [1 if kind == BINARY_ADD else -1] * (len(multipliers) - 1)
+    offset = sum(
+        s * zero_point(v) * m for s, v, m in zip(signs, op.operands, multipliers, strict=True)
+    )
+    relu = bool(op.value("do_relu"))
+    shape = tuple(shape_of(op.results[0]))
+    scratch = ctx.scratch(4 * math.prod(shape))
+    acc = raw_spec(scratch, DTYPE_INT32, shape)
+    inputs = operand_specs(op, ctx, pairs=False)
+    calls = []
+    for i in range(len(inputs)):
+        param = bcbinary(op, ctx, BINARY_ADD if i == 0 else kind)
+        spec = param.spec
+        spec.if_relu = int(relu and not offset and i == len(inputs) - 1)  # on the whole sum
+        spec.relu_upper_limit = -1.0
+        if i == 0:  # q_0·M_0 (+ q_1·0): one term fits the chip's 16-bit sum
+            spec.scale_A, spec.scale_B = multipliers[0], 0
+            lhs, rhs = inputs[0], inputs[1]
+        else:
+            spec.scale_A, spec.scale_B = 1, multipliers[i]
+            lhs, rhs = acc, inputs[i]
+        calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, rhs], [acc]))
+    if offset:  # − Σ ±Z_i·M_i as an int32 coefficient (constbinary saturates to 16 bits)
+        param = bcbinary(op, ctx, BINARY_ADD)
+        param.spec.relu_upper_limit = -1.0
+        coeff = ctx.coeffs.add(f"{op.names[0]}_zero_points", np.array([-offset], np.int32))
+        const = raw_spec(coeff, DTYPE_INT32, (1,) * len(shape))
+        calls.append(ctx.call("backend_api_bcbinary_global", param, op, [acc, const], [acc]))
+    dst = op.results[0]
+    calls.append(
+        requant_int_call(
+            ctx,
+            (scratch, ctx.address(dst)),
+            nchw(dst),
+            (DTYPE_INT32, dtype_code(dst)),
+            [1],
+            rshift,
+            (0, out.zero_point),
+            round_mode(op),
+        )
+    )
+    return calls
 
 
 @native_rule(tpu.AddOp, tpu.SubOp)
 def add_sub(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """bcbinary ADD/SUB; float coeff other than 1 has no field."""
+    """bcbinary ADD/SUB; float coeff other than 1 has no field; INT8: int8_add."""
     kind = BINARY_ADD if isinstance(op, tpu.AddOp) else BINARY_SUB
-    param = bcbinary(op, ctx, kind)
-    inputs = operand_specs(op, ctx)
     if all_float(op):
         coeff = op.value("coeff") if isinstance(op, tpu.AddOp) else None
         if coeff and any(float(c) != 1.0 for c in coeff):
             raise NotExpressible(f"coeff {list(coeff)} (bcbinary has no float coefficients)")
     elif quant_of(op.results[0]) is not None:
-        int8_add(op, param)
+        return int8_add(op, ctx, kind)
     else:
         raise NotExpressible("mixed float and integer operands")
+    param = bcbinary(op, ctx, kind)
+    inputs = operand_specs(op, ctx)
     return [ctx.call("backend_api_bcbinary_global", param, op, inputs=inputs)]
 
 

@@ -9,9 +9,12 @@ tpuc keeps ONNX's filter [ic, oc/g, kh, kw]; the library reads TPU-MLIR's
 blocks of 32 input channels ([oc][ic/32][kh·kw][32], `filter_reorder`), or
 [1, oc, kh, kw] when depthwise; the bias [1, oc, 1, 1] in its own type.
 
-INT8 is not expressible: the library's quantized deconv writes the int32
-accumulator (TPU-MLIR requantizes it in a separate op), which needs a
-buffer tpuc's activation plan does not have.
+INT8 is not expressible yet: the library's quantized deconv writes the
+int32 accumulator (TPU-MLIR requantizes it in a separate op); it could go
+to `ctx.scratch`, but tpuc's INT8 deconv has one 32-bit multiplier/rshift
+per output channel, and the library's per-channel requant_int_param_t form
+(a [C][3] coefficient) did not match (requant.py), so no exact integer
+requant of that accumulator into the output is known.
 """
 
 from __future__ import annotations
@@ -73,7 +76,10 @@ def deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     if_relu, upper_limit}; float only."""
     src, dst, bias = op.operands[0], op.results[0], op.operands[2]
     if not (is_float(src) and is_float(dst)):
-        raise NotExpressible("an INT8 deconv (the library writes its int32 accumulator)")
+        raise NotExpressible(
+            "an INT8 deconv (the library writes its int32 accumulator, and no exact "
+            "per-channel int32 requant into the output is known)"
+        )
     kernel = op.value("kernel_shape")
     in_shape = shape_of(src)
     if len(kernel) != 2 or len(in_shape) != 4:
