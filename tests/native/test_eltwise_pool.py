@@ -184,3 +184,15 @@ def test_int8_add_sub_rounding_ties(tmp_path, name, asym):
     got, expected, kinds = native_vs_interp(tmp_path, nodes, feeds, TS, "INT8", asymmetric=asym)
     assert kinds & {"tpu.Add", "tpu.Sub"}
     check(got, expected, "INT8")
+
+
+@pytest.mark.parametrize("window", [(13, 13), (6, 80)], ids=["13x13", "6x80"])
+def test_int8_global_average_pool_wide_window(tmp_path, window):
+    """Windows wider than 7 (squeezenet's 13x13, PP-OCR's 6x80 global pools)
+    run as a depthwise convolution of ones: bit-exact."""
+    h, w = window
+    x = RNG.standard_normal([1, 16, h, w]).astype(np.float32)
+    nodes = [node("Relu", ["a"], ["r"]), node("GlobalAveragePool", ["r"], ["y"])]
+    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x}, [1, 16, 1, 1], "INT8")
+    assert "tpu.Pool2D" in kinds
+    check(got, expected, "INT8")

@@ -47,11 +47,25 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         spec.is_avg_pooling = 1
         spec.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
         if not is_float(op.operands[0]):
+            if max(spec.kh, spec.kw) > MAX_INT8_SIDE:
+                return wide_int8_avg(op, ctx)
             int8_avg(op, spec)
     return [ctx.call("backend_api_pooling_global", spec, op)]
 
 
 MAX_INT8_SIDE = 7  # the widest window side measured bit-exact on the chip model
+
+
+def wide_int8_avg(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """A window side above MAX_INT8_SIDE: the pooling kernel rounds otherwise
+    there (1 LSB off at 3x96), so a depthwise convolution of ones computes it
+    (pool_conv.py), with the same requant checks."""
+    from tpuc.passes.native.pool_conv import avg_pool_as_conv
+
+    spec = PoolingCommon()
+    spec.kh, spec.kw = op.value("kernel_shape")
+    int8_avg(op, spec)
+    return avg_pool_as_conv(op, ctx, spec.multiplier, spec.rshiftbits)
 
 
 def int8_avg(op: Operation, spec) -> None:
@@ -64,11 +78,6 @@ def int8_avg(op: Operation, spec) -> None:
     multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
     if len(multiplier) != 1 or len(rshift) != 1:
         raise NotExpressible("per-channel requantization of an average pooling")
-    if max(spec.kh, spec.kw) > MAX_INT8_SIDE:
-        raise NotExpressible(
-            f"INT8 average pooling over a {spec.kh}x{spec.kw} window (wider windows round "
-            "otherwise on the chip: measured 1 LSB off at 3x96)"
-        )
     if dtype_name(op.operands[0]) != dtype_name(op.results[0]):
         raise NotExpressible("INT8 average pooling into another signedness (the backend crashes)")
     spec.is_global_pooling = 0  # its INT8 global form computes otherwise (measured)
