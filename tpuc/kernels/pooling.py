@@ -1,9 +1,13 @@
 """Float32 max and average pooling (ONNX semantics, including ceil_mode and
 count_include_pad) over the separable window reduction of `pool_window`.
-Max pooling only moves values, so it also runs on stored integers."""
+Max pooling only moves values, so it also runs on stored integers.
+
+`half_global_avg` is BM1684X's F16/BF16 global average pooling, which
+rounds to the half type at every step (measured on the vendor's chip model)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,3 +69,41 @@ def avg_pool(p: Pooling, x: Array) -> Array:
         rows = y.reshape(-1, counts.size)
         rows /= counts.reshape(-1)
     return fused_relu(p, y)
+
+
+HALF_LANES = 32  # the chip's global average: 32-element chunks of a plane, as [16, 2]
+
+
+def half_global_applies(p: Pooling, x: Array) -> bool:
+    """Whether `half_global_avg` computes this pooling: a global window over
+    at most 32 elements, or over a power of two of them (other sizes above
+    32 chunk otherwise on the chip: not measured yet)."""
+    g = p.geometry(x)
+    n = int(np.prod(x.shape[x.ndim - len(g.kernel) :]))
+    return g.is_global() and (n <= HALF_LANES or (n & (n - 1) == 0))
+
+
+def half_global_avg(p: Pooling, x: Array, rounder: Callable[[Array], Array]) -> Array:
+    """BM1684X's F16/BF16 global average pooling, bit for bit (measured on
+    the chip model for 3x3, 4x4, 5x5, 8x8 and 16x16 planes): with r the
+    rounding to the half type (to nearest even) and s = r(1/n), each element
+    becomes r(x·s); the plane, zero-padded to A = ⌈n/32⌉ chunks of 32 and
+    viewed as [A, 16, 2], is summed chunk after chunk, then over the 16 rows
+    one after another, then its two columns, every sum rounded by r."""
+    g = p.geometry(x)
+    lead = x.shape[: x.ndim - len(g.kernel)]
+    n = int(np.prod(x.shape[len(lead) :]))
+    scale = rounder(np.float32(1.0 / n))
+    flat = rounder(np.asarray(x, np.float32).reshape(*lead, n) * scale)
+    chunks = -(-n // HALF_LANES)
+    padded = np.zeros((*lead, chunks * HALF_LANES), np.float32)
+    padded[..., :n] = flat
+    t = padded.reshape(*lead, chunks, HALF_LANES // 2, 2)
+    acc = t[..., 0, :, :]
+    for a in range(1, chunks):
+        acc = rounder(acc + t[..., a, :, :])
+    row = acc[..., 0, :]
+    for b in range(1, HALF_LANES // 2):
+        row = rounder(row + acc[..., b, :])
+    y = rounder(row[..., 0] + row[..., 1]).reshape(*lead, *(1,) * len(g.kernel))
+    return fused_relu(p, y.astype(np.float32))

@@ -26,6 +26,14 @@ def round_float(x: Array, element: Element) -> Array:
     return x if rounder is None else rounder(x)
 
 
+def half_rounder(element: Element) -> Callable[[Array], Array]:
+    """The rounding of float32 values to the f16/bf16 `element` (to nearest even)."""
+    rounder = ELEMENT_TYPES[element.dtype].rounding
+    if rounder is None:
+        raise TpucError(f"{element.dtype} is not a half float type")
+    return rounder
+
+
 def round_results(elements: tuple[Element, ...], result: Result) -> Result:
     """Each result rounded to its own element (a single array: the first)."""
     if isinstance(result, tuple):

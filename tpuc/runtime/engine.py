@@ -42,7 +42,7 @@ from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.matmul import MatMul, matmul
 from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import NO_RELU, Relu, Requant
-from tpuc.kernels.rounding import round_float
+from tpuc.kernels.rounding import half_rounder, round_float
 from tpuc.runtime.device import Device, Region
 
 Bound = tuple[TensorRecord, Region]
@@ -141,6 +141,19 @@ def requant_of(block: isa.RequantBlock, out: TensorRecord, multipliers=None, rsh
 
 
 Kernel = Callable[..., object]
+
+
+def _half_avg(element) -> Kernel:
+    """F16/BF16 average pooling: the chip's global form where it applies
+    (`pooling.half_global_avg`), else float32 then rounding."""
+    rounder = half_rounder(element)
+
+    def run(p, x):
+        if pooling.half_global_applies(p, x):
+            return pooling.half_global_avg(p, x, rounder)
+        return rounder(pooling.avg_pool(p, x))
+
+    return run
 
 
 def _stored_reduce(p: data.Stored, x: np.ndarray) -> np.ndarray:
@@ -302,6 +315,9 @@ class EngineStep(Step):
                 self._float_relu(b.requant),
             )
             kernel = pooling.max_pool if b.mode == isa.POOL_MAX else pooling.avg_pool
+            element = element_of(self.command.results[0])
+            if b.mode == isa.POOL_AVG and element.dtype in ("f16", "bf16"):
+                return record, _half_avg(element), (0,)
             return record, self._rounded(kernel), (0,)
         record = sums.Pool(
             b.kernel,

@@ -78,6 +78,16 @@ def by_mode(op, table: dict[str, type], key: str) -> Kernel:
 
 @tpu_kernel(tpu.Pool2DOp, kinds=("float",))
 def pool2d(op, args: list[Array]) -> Array:
+    """TOP's pooling, rounded; an F16/BF16 global average as the chip
+    computes it (`pooling.half_global_avg`)."""
+    element = result_elements(op)[0]
+    if op.value("pool_mode") == "Avg" and element.dtype in ("f16", "bf16"):
+        from tpuc.interp.kernels.pool import pooling_record
+        from tpuc.kernels import pooling
+
+        record = pooling_record(op)
+        if pooling.half_global_applies(record, args[0]):
+            return pooling.half_global_avg(record, args[0], rounding.half_rounder(element))
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 

@@ -85,3 +85,11 @@ def lower_lrn_f32(lw: Lowering):
     LoweringF32: the chip's library has no F16 LRN)."""
     source = lw.cast(lw.op.operands[0], f32)
     return lw.build(tpu.LRNOp, [source], result_types=[lw.result_type(0, f32)])
+
+
+@lowering(top.SigmoidOp, modes=("F16", "BF16"), family="bm168x")
+def lower_sigmoid_f32(lw: Lowering):
+    """Sigmoid in F32 between casts (TPU-MLIR's BM1684X SigmoidLowering::
+    LoweringF16/LoweringBF16 are LoweringF32: the library's F16 sigmoid crashes)."""
+    source = lw.cast(lw.op.operands[0], f32)
+    return lw.build(tpu.SigmoidOp, [source], result_types=[lw.result_type(0, f32)])

@@ -72,8 +72,8 @@ def sigmoid(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """SIGMOID (LOG_SIGMOID with `log`); scale/bias other than 1/0 have no field."""
     if float(op.value("scale")) != 1.0 or float(op.value("bias")) != 0.0:
         raise NotExpressible("a scaled sigmoid (scale/bias)")
-    if dtype_name(op.results[0]) != "f32":  # TPU-MLIR lowers F16/BF16 Sigmoid as F32
-        raise NotExpressible("an f16/bf16 sigmoid (the backend crashes; TPU-MLIR runs it in f32)")
+    if dtype_name(op.results[0]) != "f32":  # bm168x lowers F16/BF16 Sigmoid in F32 (float_rules)
+        raise NotExpressible("an f16/bf16 sigmoid (the backend crashes; lower it in f32)")
     return active(op, ctx, "LOG_SIGMOID" if op.value("log") else "SIGMOID")
 
 

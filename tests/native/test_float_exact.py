@@ -1,0 +1,37 @@
+"""F16/BF16 ops where tpuc's interpreter computes what the chip computes,
+bit for bit: global average pooling (`pooling.half_global_avg`: r(x·r(1/n)),
+summed as [⌈n/32⌉, 16, 2] rounding every step) and Sigmoid, which bm168x
+lowers in F32 between casts as TPU-MLIR does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.native.test_eltwise_pool import native_vs_interp, node
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+@pytest.mark.parametrize("side", [5, 8])
+def test_global_average_pool_bit_exact(tmp_path, mode, side):
+    x = (RNG.standard_normal([1, 16, side, side]) * 3).astype(np.float32)
+    nodes = [node("GlobalAveragePool", ["a"], ["y"])]
+    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x}, [1, 16, 1, 1], mode)
+    assert "tpu.Pool2D" in kinds
+    assert np.array_equal(got["y"], expected["y"])
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_sigmoid_runs_in_f32_between_half_ops(tmp_path, mode):
+    x = (RNG.standard_normal([1, 4, 6, 8]) * 3).astype(np.float32)
+    b = RNG.standard_normal([1, 4, 6, 8]).astype(np.float32)
+    nodes = [
+        node("Add", ["a", "b"], ["s"]),
+        node("Sigmoid", ["s"], ["t"]),
+        node("Add", ["t", "b"], ["y"]),
+    ]
+    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x, "b": b}, x.shape, mode)
+    assert {"tpu.Sigmoid", "tpu.Cast"} <= kinds
+    assert np.array_equal(got["y"], expected["y"])
