@@ -169,8 +169,13 @@ TIES = {
     "sum3_relu": [node("Sum", ["a", "b", "c"], ["t"]), node("Relu", ["t"], ["y"])],
     "sub_relu": [node("Sub", ["a", "b"], ["t"]), node("Relu", ["t"], ["y"])],
     "add_bcast": [node("Add", ["a", "c"], ["y"])],
-}
-TIE_PARAMS = [("sum3_relu", False), ("sum3_relu", True), ("sub_relu", True), ("add_bcast", False)]
+    # unsigned inputs at their largest stored value times the largest multiplier
+    # (255·255 > 2^15: the first term must not pass through a signed 16-bit sum)
+    "relu_add": [node("Relu", ["a"], ["ra"]), node("Relu", ["b"], ["rb"]),
+                 node("Add", ["ra", "rb"], ["y"])],
+}  # fmt: skip
+TIE_PARAMS = [("sum3_relu", False), ("sum3_relu", True), ("sub_relu", True), ("add_bcast", False),
+              ("relu_add", False)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "asym"), TIE_PARAMS, ids=[f"{n}-{a}" for n, a in TIE_PARAMS])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import struct
 import subprocess
@@ -25,6 +26,8 @@ from typing import Any
 from tpuc.errors import TpucError
 
 _LENGTH = struct.Struct("<Q")
+# the line of the library's log that says what went wrong (not a stack frame)
+_TELLING = re.compile(r"assert|error|fatal|abort|fail|check", re.IGNORECASE)
 LOG_NAME = "vendor.log"
 
 
@@ -108,7 +111,9 @@ class Worker:
         except OSError:
             return ""
         lines = [line.strip() for line in lines if line.strip()]
-        return lines[-1][:200] if lines else ""
+        telling = [line for line in lines if _TELLING.search(line) and "0x" not in line[:20]]
+        chosen = telling[-1] if telling else (lines[-1] if lines else "")
+        return chosen[:240]
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -28,6 +28,7 @@ from tpuc.passes.native.context import (
     NativeContext,
     NotExpressible,
     dtype_code,
+    dtype_name,
     is_float,
     quant_of,
 )
@@ -81,6 +82,13 @@ def all_float(op: Operation) -> bool:
     return all(is_float(v) for v in (*op.operands, *op.results))
 
 
+DTYPE_UINT32 = 7
+
+
+def unsigned(value) -> bool:
+    return dtype_name(value) in ("u8", "u16", "u32")
+
+
 def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
     """tpuc's Σ ±(q_i − Z_i)·M_i, requantized once by the shared rshift:
     bcbinary ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32
@@ -120,13 +128,16 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
         spec = param.spec
         spec.if_relu = int(relu and not offset and i == len(inputs) - 1)  # on the whole sum
         spec.relu_upper_limit = -1.0
-        if i == 0:  # q_0·M_0 (+ q_1·0): one term fits the chip's 16-bit sum
+        if i == 0:  # q_0·M_0 (+ q_0·0): one term fits the chip's 16-bit sum
             spec.scale_A, spec.scale_B = multipliers[0], 0
-            lhs, rhs = inputs[0], inputs[1]
-        else:
-            spec.scale_A, spec.scale_B = 1, multipliers[i]
-            lhs, rhs = acc, inputs[i]
-        calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, rhs], [acc]))
+            lhs = rhs = inputs[0]
+            # the chip's integer add wants an unsigned result of unsigned inputs
+            first = raw_spec(scratch, DTYPE_UINT32 if unsigned(op.operands[0]) else DTYPE_INT32,
+                             shape)  # fmt: skip
+            calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, rhs], [first]))
+            continue
+        spec.scale_A, spec.scale_B = 1, multipliers[i]
+        calls.append(ctx.call("backend_api_bcbinary_global", param, op, [acc, inputs[i]], [acc]))
     if offset:  # − Σ ±Z_i·M_i as an int32 coefficient (constbinary saturates to 16 bits)
         param = bcbinary(op, ctx, BINARY_ADD)
         param.spec.relu_upper_limit = -1.0
