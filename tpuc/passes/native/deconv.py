@@ -24,6 +24,7 @@ from xdsl.ir import Operation
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
+from tpuc.passes.native.cast import round_mode
 from tpuc.passes.native.context import (
     NativeCall,
     NativeContext,
@@ -31,8 +32,10 @@ from tpuc.passes.native.context import (
     dtype_code,
     dtype_name,
     is_float,
+    quant_of,
 )
-from tpuc.passes.native.conv import ic_blocks
+from tpuc.passes.native.conv import DTYPE_I32, coeff_table, ic_blocks
+from tpuc.passes.native.requant import requant_int_call
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import declare
 from tpuc.weights import read_weight
@@ -73,33 +76,20 @@ def filter_layout(op: Operation, groups: int, dtype: str) -> np.ndarray:
 def deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """deconv_global_param_t {addresses, input_shape, groups, output_c, kernel,
     stride, dilation, pad (h0, h1, w0, w1), output_pad, has_bias, dtypes,
-    if_relu, upper_limit}; float only."""
+    if_relu, upper_limit}; INT8: int8_deconv."""
     src, dst, bias = op.operands[0], op.results[0], op.operands[2]
+    if quant_of(src) is not None and quant_of(dst) is not None:
+        return int8_deconv(op, ctx)
     if not (is_float(src) and is_float(dst)):
-        raise NotExpressible(
-            "an INT8 deconv (the library writes its int32 accumulator, and no exact "
-            "per-channel int32 requant into the output is known)"
-        )
-    kernel = op.value("kernel_shape")
-    in_shape = shape_of(src)
-    if len(kernel) != 2 or len(in_shape) != 4:
-        raise NotExpressible(f"a {len(kernel)}-D deconv (the native target has 2-D)")
+        raise NotExpressible("a deconv of these types (INT8 needs an 8-bit quantized result)")
     dtype = dtype_name(src)
     if dtype_name(op.operands[1]) != dtype:
         raise NotExpressible("a deconv filter of another type than the input")
     groups = op.value("group") or 1
-    p = DeconvGlobal()
+    p = geometry(op)
     p.input_global_addr, p.output_global_addr = ctx.address(src), ctx.address(dst)
     stored = filter_layout(op, groups, dtype)
     p.weight_global_addr = ctx.coeffs.add(f"{op.names[0]}_filter_reordered", stored)
-    p.input_shape[:] = in_shape
-    p.groups, p.output_c = groups, shape_of(dst)[1]
-    p.kernel[:] = kernel
-    p.stride[:] = op.value("strides") or [1, 1]
-    p.dilation[:] = op.value("dilations") or [1, 1]
-    top_, left, bottom, right = op.value("pads") or [0, 0, 0, 0]
-    p.pad[:] = [top_, bottom, left, right]
-    p.output_pad[:] = op.value("output_padding") or [0, 0]
     p.input_dtype = p.weight_dtype = p.output_dtype = dtype_code(src)
     if not isinstance(bias.owner, top.NoneOp):
         if not isinstance(bias.owner, top.WeightOp):
@@ -110,3 +100,82 @@ def deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     limit = op.value("relu_limit")
     p.upper_limit = -1.0 if limit is None else float(limit)
     return [NativeCall("backend_api_deconv_global", p.to_bytes(), plain=True)]
+
+
+def geometry(op: Operation):
+    """A deconv_global_param_t with the shapes and the window filled."""
+    kernel = op.value("kernel_shape")
+    in_shape = shape_of(op.operands[0])
+    if len(kernel) != 2 or len(in_shape) != 4:
+        raise NotExpressible(f"a {len(kernel)}-D deconv (the native target has 2-D)")
+    p = DeconvGlobal()
+    p.input_shape[:] = in_shape
+    p.groups, p.output_c = op.value("group") or 1, shape_of(op.results[0])[1]
+    p.kernel[:] = kernel
+    p.stride[:] = op.value("strides") or [1, 1]
+    p.dilation[:] = op.value("dilations") or [1, 1]
+    top_, left, bottom, right = op.value("pads") or [0, 0, 0, 0]
+    p.pad[:] = [top_, bottom, left, right]
+    p.output_pad[:] = op.value("output_padding") or [0, 0]
+    return p
+
+
+def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """An INT8 deconv in two steps, as TPU-MLIR's older lowering (a Deconv
+    with an int32 result, then a requant): the library's quantized deconv
+    (int8 filter in blocks of 64 input channels, raw [oc, kh·kw] when
+    depthwise; int32 bias; is_asym with pad/insert value Z_in) writes
+    Σ q_in·q_w + bias into an int32 scratch buffer; then one scalar
+    requant_int call per (image, channel) plane requantizes it with that
+    channel's multiplier and rshift into the output."""
+    src, dst = op.operands[0], op.results[0]
+    qin, qout = quant_of(src), quant_of(dst)
+    if dtype_name(dst) not in ("i8", "u8"):
+        raise NotExpressible(f"an INT8 deconv with a {dtype_name(dst)} result")
+    if dtype_name(op.operands[1]) not in ("i8", "u8"):
+        raise NotExpressible("an INT8 deconv with a filter that is not 8-bit")
+    relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit")
+    if relu and limit is not None and float(limit) >= 0:
+        raise NotExpressible(f"an INT8 deconv with relu_limit {limit}")
+    groups = op.value("group") or 1
+    n, (_, oc, oh, ow) = shape_of(src)[0], shape_of(dst)
+    filt = oihw_filter(op, groups)
+    depthwise = groups > 1 and filt.shape[1] == 1 and oc == groups
+    table = coeff_table(op, oc)
+    bias = table[:, 0].copy()
+    if qin.zero_point:  # the library sums q·w, padding and inserted zeros worth Z_in
+        bias -= qin.zero_point * filt.astype(np.int64).reshape(oc, -1).sum(axis=1)
+    if np.any(np.abs(bias) >= 1 << 31):
+        raise NotExpressible("an INT8 deconv bias beyond int32")
+    stored = filt if depthwise else ic_blocks(filt, 64)
+    p = geometry(op)
+    scratch = ctx.scratch(4 * n * oc * oh * ow)
+    p.input_global_addr, p.output_global_addr = ctx.address(src), scratch
+    p.weight_global_addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic64", stored.astype(np.int8))
+    p.has_bias, p.bias_dtype = 1, DTYPE_I32
+    p.bias_global_addr = ctx.coeffs.add(f"{op.names[0]}_bias_i32", bias.astype(np.int32))
+    p.input_dtype, p.weight_dtype = dtype_code(src), dtype_code(op.operands[1])
+    p.output_dtype = DTYPE_I32
+    p.if_relu, p.upper_limit = relu, -1.0  # acc >= 0 is q >= Z_out after the requant
+    p.is_asym, p.kzp_is_const, p.pad_insert_is_const = True, True, True
+    p.pad_val = p.insert_val = qin.zero_point
+    p.kzp_dtype = p.input_dtype
+    calls = [NativeCall("backend_api_deconv_global", p.to_bytes(), plain=True)]
+    out_addr, plane = ctx.address(dst), oh * ow
+    for b in range(n):
+        for c in range(oc):
+            at = (b * oc + c) * plane
+            calls.append(
+                requant_int_call(
+                    ctx,
+                    (scratch + 4 * at, out_addr + at),
+                    (1, 1, 1, plane),
+                    (DTYPE_I32, dtype_code(dst)),
+                    [int(table[c, 1])],
+                    [int(table[c, 2])],
+                    (0, qout.zero_point),
+                    round_mode(op),
+                )
+            )
+    return calls

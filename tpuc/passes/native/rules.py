@@ -23,7 +23,8 @@ NativeRule = Callable[[Operation, NativeContext], list[NativeCall]]
 NATIVE_RULES: Registry[type[Operation], NativeRule] = Registry("native rules")
 
 FAMILIES = (
-    "binary", "conv", "matmul", "pool", "active", "cast", "data", "lut", "softmax", "norm", "requant", "deconv",
+    "binary", "conv", "matmul", "pool", "active", "cast", "data", "lut", "softmax", "norm",
+    "requant", "deconv", "reduce", "select", "resize", "gather",
 )  # fmt: skip
 
 

@@ -1,0 +1,1 @@
+"""Native rules of the gather family (filled in per op)."""

@@ -1,0 +1,1 @@
+"""Native rules of the reduce family (filled in per op)."""

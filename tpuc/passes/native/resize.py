@@ -1,0 +1,1 @@
+"""Native rules of the resize family (filled in per op)."""

@@ -1,0 +1,1 @@
+"""Native rules of the select family (filled in per op)."""
