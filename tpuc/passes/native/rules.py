@@ -24,7 +24,7 @@ NATIVE_RULES: Registry[type[Operation], NativeRule] = Registry("native rules")
 
 FAMILIES = (
     "binary", "conv", "matmul", "pool", "active", "cast", "data", "lut", "softmax", "norm",
-    "requant", "deconv", "reduce", "select", "resize", "gather",
+    "requant", "deconv", "reduce", "select", "resize", "gather", "groupnorm",
 )  # fmt: skip
 
 
