@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
@@ -11,6 +13,7 @@ from tpuc.passes.native.context import (
     NativeCall,
     NativeContext,
     NotExpressible,
+    dtype_code,
     dtype_name,
     is_float,
     quant_of,
@@ -46,6 +49,8 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     if op.value("pool_mode") == "Avg":
         spec.is_avg_pooling = 1
         spec.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
+        if half_global_elsewhere(op, spec):
+            return half_via_f32(op, ctx, spec)
         if not is_float(op.operands[0]):
             if max(spec.kh, spec.kw) > MAX_INT8_SIDE:
                 return wide_int8_avg(op, ctx)
@@ -54,6 +59,44 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 
 
 MAX_INT8_SIDE = 7  # the widest window side measured bit-exact on the chip model
+HALF_LANES = 32  # the chip's half-float global average: chunks of 32 (kernels/pooling.py)
+DTYPE_F32 = 0
+ROUND_HALF_EVEN = 3
+
+
+def half_global_elsewhere(op: Operation, spec) -> bool:
+    """An F16/BF16 global average whose plane the chip's half-float pooling
+    sums in an order not measured yet (above 32 elements, not a power of
+    two): the interpreter pools it in f32 and rounds once."""
+    if dtype_name(op.operands[0]) not in ("f16", "bf16") or not spec.is_global_pooling:
+        return False
+    n = spec.kh * spec.kw
+    return n > HALF_LANES and n & (n - 1) != 0
+
+
+def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
+    """The pooling in f32 between casts (scratch), rounded once to the half
+    type (to nearest even), as the interpreter computes it."""
+    from tpuc.passes.native.cast import CastGlobal
+    from tpuc.passes.native.conv import raw_spec
+
+    src, dst = op.operands[0], op.results[0]
+    in_shape, out_shape = shape_of(src), shape_of(dst)
+    size = 4 * max(math.prod(in_shape), math.prod(out_shape))
+    wide_in, wide_out = ctx.scratch(size, 0), ctx.scratch(size, 1)
+    f32_in, f32_out = (
+        raw_spec(wide_in, DTYPE_F32, in_shape),
+        raw_spec(wide_out, DTYPE_F32, out_shape),
+    )
+    up, down = CastGlobal(), CastGlobal()
+    up.common.src_dtype, up.common.dst_dtype = dtype_code(src), DTYPE_F32
+    down.common.src_dtype, down.common.dst_dtype = DTYPE_F32, dtype_code(dst)
+    up.common.round_mode = down.common.round_mode = ROUND_HALF_EVEN
+    return [
+        ctx.call("backend_api_cast_global", up, op, [ctx.spec(src)], [f32_in]),
+        ctx.call("backend_api_pooling_global", spec, op, [f32_in], [f32_out]),
+        ctx.call("backend_api_cast_global", down, op, [f32_out], [ctx.spec(dst)]),
+    ]
 
 
 def wide_int8_avg(op: Operation, ctx: NativeContext) -> list[NativeCall]:
