@@ -65,13 +65,14 @@ ROUND_HALF_EVEN = 3
 
 
 def half_global_elsewhere(op: Operation, spec) -> bool:
-    """An F16/BF16 global average whose plane the chip's half-float pooling
-    sums in an order not measured yet (above 32 elements, not a power of
-    two): the interpreter pools it in f32 and rounds once."""
-    if dtype_name(op.operands[0]) not in ("f16", "bf16") or not spec.is_global_pooling:
+    """An F16/BF16 average pooling the chip's half-float kernel sums in an
+    order not measured yet (a window that is not global, or a global plane
+    above 32 elements that is not a power of two): the interpreter pools it
+    in f32 and rounds once, and so does the native target."""
+    if dtype_name(op.operands[0]) not in ("f16", "bf16"):
         return False
     n = spec.kh * spec.kw
-    return n > HALF_LANES and n & (n - 1) != 0
+    return not spec.is_global_pooling or (n > HALF_LANES and n & (n - 1) != 0)
 
 
 def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
