@@ -410,17 +410,25 @@ def depth2space(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 
 @native_rule(tpu.TileOp, tpu.ExpandOp)
 def tile(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """A repeat along one axis: a concat of the input with itself (more axes refused)."""
+    """The input viewed at the output's rank (leading 1s, as Tile.cpp); a
+    repeat along one axis: a concat of the input with itself; along more:
+    backend_api_tile_global (tile_global_spec_t, a scratch buffer)."""
+    from tpuc.passes.native.select import tile_call
+
     _same_quant(op)
     src, dst = op.operands[0], op.results[0]
-    ins, outs = shape_of(src), shape_of(dst)
-    if len(ins) != len(outs):
-        raise NotExpressible("a tile or expand that adds dims")
+    ins, outs = tuple(shape_of(src)), tuple(shape_of(dst))
+    if len(ins) > len(outs):
+        raise NotExpressible("a tile or expand that drops dims")
+    ins = (1,) * (len(outs) - len(ins)) + ins
     axes = [i for i, (a, b) in enumerate(zip(ins, outs, strict=True)) if a != b]
     if not axes:
         return copy(src, dst, ctx)
-    if len(axes) > 1 or outs[axes[0]] % ins[axes[0]]:
-        raise NotExpressible("a tile or expand along more than one axis")
+    if any(outs[i] % ins[i] for i in axes):
+        raise NotExpressible(f"a tile or expand of {list(ins)} into {list(outs)}")
+    if len(axes) > 1:
+        where = (ctx.address(src), dtype_code(src))
+        return [tile_call(ctx, op, where, (ins, outs), ctx.address(dst), elem_bytes(dst), 0)]
     reps = outs[axes[0]] // ins[axes[0]]
-    spec = ctx.spec(src)
+    spec = ctx.spec(src, ins)
     return [concat_call(ctx, [spec] * reps, ctx.spec(dst), axes[0])]
