@@ -27,6 +27,8 @@ quarter of the elements one ulp apart; cosine ~0.99999 in BF16).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 from xdsl.ir import Operation
 
@@ -306,8 +308,46 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
     return calls
 
 
+@contextmanager
+def conv1d_as_2d(op: Operation):
+    """A 1-D Conv2D seen as a 2-D one while its rule runs (Conv2D.cpp's
+    `attr.dims == 1`: fix_shape of input and output to [n, c, l, 1]):
+    kernel [k, 1], strides [s, 1], dilations [d, 1], pads [b, 0, e, 0]."""
+    from xdsl.dialects.builtin import TensorType
+
+    from tpuc.dialects.top.shape_infer import set_type
+
+    values = (op.operands[0], op.results[0])
+    saved_types = [v.type for v in values]
+    names = ("kernel_shape", "strides", "pads", "dilations")
+    saved_attrs = {k: op.attributes.get(k) for k in names}
+    k = list(op.value("kernel_shape"))
+    strides = list(op.value("strides") or [1])
+    pads = list(op.value("pads") or [0, 0])
+    dilations = list(op.value("dilations") or [1])
+    try:
+        for v in values:
+            set_type(v, TensorType(v.type.element_type, [*shape_of(v), 1], v.type.encoding))
+        op.set_value("kernel_shape", [k[0], 1])
+        op.set_value("strides", [strides[0], 1])
+        op.set_value("pads", [pads[0], 0, pads[1], 0])
+        op.set_value("dilations", [dilations[0], 1])
+        yield op
+    finally:
+        for v, t in zip(values, saved_types, strict=True):
+            set_type(v, t)
+        for key, attr in saved_attrs.items():
+            if attr is None:
+                op.attributes.pop(key, None)
+            else:
+                op.attributes[key] = attr
+
+
 @native_rule(tpu.Conv2DOp)
 def conv2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    if len(op.value("kernel_shape") or ()) == 1 and len(shape_of(op.operands[0])) == 3:
+        with conv1d_as_2d(op):
+            return conv2d(op, ctx)
     spec = ConvGlobal()
     conv_common(op, spec)
     if is_float(op.operands[0]) and is_float(op.results[0]):

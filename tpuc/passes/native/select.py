@@ -25,7 +25,6 @@ arithmetic: DIV, LN and EXP are not correctly rounded, so the float bound
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 from xdsl.ir import Operation, SSAValue
 
@@ -354,52 +353,3 @@ def tile_call(ctx: NativeContext, op: Operation, src: tuple[int, int], shapes, d
     p.buffer_addr = ctx.scratch(elem * math.prod(out_shape), buffer)
     ins, outs = [raw_spec(addr, code, tuple(in_shape))], [raw_spec(dst, code, tuple(out_shape))]
     return ctx.call("backend_api_tile_global", p, op, ins, outs)
-
-
-# --- 1-D convolutions -----------------------------------------------------------------------
-
-
-@contextmanager
-def conv1d_as_2d(op: Operation):
-    """A 1-D Conv2D seen as a 2-D one while its rule runs (Conv2D.cpp's
-    `attr.dims == 1`: fix_shape of input and output to [n, c, l, 1]):
-    kernel [k, 1], strides [s, 1], dilations [d, 1], pads [b, 0, e, 0]."""
-    from xdsl.dialects.builtin import TensorType
-
-    from tpuc.dialects.top.shape_infer import set_type
-
-    values = (op.operands[0], op.results[0])
-    saved_types = [v.type for v in values]
-    names = ("kernel_shape", "strides", "pads", "dilations")
-    saved_attrs = {k: op.attributes.get(k) for k in names}
-    k = list(op.value("kernel_shape"))
-    strides = list(op.value("strides") or [1])
-    pads = list(op.value("pads") or [0, 0])
-    dilations = list(op.value("dilations") or [1])
-    try:
-        for v in values:
-            set_type(v, TensorType(v.type.element_type, [*shape_of(v), 1], v.type.encoding))
-        op.set_value("kernel_shape", [k[0], 1])
-        op.set_value("strides", [strides[0], 1])
-        op.set_value("pads", [pads[0], 0, pads[1], 0])
-        op.set_value("dilations", [dilations[0], 1])
-        yield op
-    finally:
-        for v, t in zip(values, saved_types, strict=True):
-            set_type(v, t)
-        for key, attr in saved_attrs.items():
-            if attr is None:
-                op.attributes.pop(key, None)
-            else:
-                op.attributes[key] = attr
-
-
-@native_rule(tpu.Conv2DOp, priority=1)
-def conv1d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """A 1-D convolution through conv.py's rule over its 2-D view; others as is."""
-    from tpuc.passes.native.conv import conv2d
-
-    if len(op.value("kernel_shape") or ()) != 1 or len(shape_of(op.operands[0])) != 3:
-        return conv2d(op, ctx)
-    with conv1d_as_2d(op):
-        return conv2d(op, ctx)
