@@ -12,6 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tpuc.dialects.base import shape_of
+
 COSINE = 0.99999
 
 
@@ -49,8 +51,9 @@ def build(work: Path, name: str, nodes, shape, inits=(), outputs=("y",)) -> tupl
     return work, mlir, table
 
 
-def run_both(work: Path, mlir: str, table: str, mode: str, vendor):
-    """(native outputs, TPU interpreter outputs), real values by name."""
+def run_both(work: Path, mlir: str, table: str, mode: str, vendor, tweak=None):
+    """(native outputs, TPU interpreter outputs), real values by name;
+    `tweak` edits the lowered module first."""
     from tpuc.deploy import lower
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.module_io import load_module
@@ -61,6 +64,8 @@ def run_both(work: Path, mlir: str, table: str, mode: str, vendor):
 
     module, store = load_module(mlir)
     lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
+    if tweak is not None:
+        tweak(module)
     inputs = dict(np.load(work / "in.npz"))
     expected = run_tpu(module, store, inputs)
     finalize(module, WeightStore(store), "bm1684x", 2, True)
@@ -176,6 +181,79 @@ def deconv_model(tmp_path_factory):
     return build(work, "deconv", nodes, [1, c, 5, 6], inits, ("y", "z"))
 
 
-@pytest.mark.parametrize("mode", ["F32", "F16", "BF16"])
+@pytest.mark.parametrize("mode", ["F32", "F16", "BF16", "INT8"])
 def test_deconv(deconv_model, vendor, mode):
     check(*run_both(*deconv_model, mode, vendor), mode)
+
+
+@pytest.fixture(scope="module")
+def deconv_int8_model(tmp_path_factory):
+    """INT8 deconvs (an int32 accumulator in scratch, then a requant per
+    channel): over 72 input channels (two blocks of 64) with a bias and a
+    Relu (a u8 result), grouped, and depthwise (over 16 of the channels) with
+    a bias (added after the library's depthwise kernel) and a Relu; inputs mostly zero, so the
+    accumulators are small and the tie-dense requants below stay in range."""
+    work = tmp_path_factory.mktemp("native_deconv_int8")
+    c = 72
+    inits = [
+        tensor("w", RNG.standard_normal((c, 20, 3, 3)).astype("f4") * 0.2),
+        tensor("b", RNG.standard_normal(20).astype("f4")),
+        tensor("g", RNG.standard_normal((c, 2, 2, 2)).astype("f4") * 0.2),
+        tensor("d", RNG.standard_normal((16, 1, 3, 3)).astype("f4")),
+        tensor("e", RNG.standard_normal(16).astype("f4")),
+        tensor("s0", np.array([0], np.int64)),
+        tensor("s1", np.array([16], np.int64)),
+        tensor("s2", np.array([1], np.int64)),
+    ]
+    node = helper.make_node
+    window = {"strides": [2, 2], "pads": [1, 0, 1, 1]}
+    nodes = [
+        node("ConvTranspose", ["x", "w", "b"], ["y0"], output_padding=[1, 0], **window),
+        node("Relu", ["y0"], ["y"]),
+        node("ConvTranspose", ["x", "g"], ["z"], group=4, strides=[2, 1]),
+        node("Slice", ["x", "s0", "s1", "s2"], ["x16"]),
+        node("ConvTranspose", ["x16", "d", "e"], ["v0"], group=16, **window),
+        node("Relu", ["v0"], ["v"]),
+    ]
+    built = build(work, "deconv_int8", nodes, [1, c, 5, 6], inits, ("y", "z", "v"))
+    x = RNG.choice([0.0] * 5 + [0.05, -0.05, 0.1], size=(1, c, 5, 6)).astype("f4")
+    np.savez(work / "in.npz", x=x)
+    return built
+
+
+def tie_dense(*cases: tuple[int, int, str]):
+    """The INT8 deconvs, in turn, with (multiplier, rshift, round mode) of
+    `cases` over their first half of channels and multiplier + 1, rshift + 1
+    over the rest (frequent exact ties of the rounding; two requant calls per
+    image), and a fused relu on the i8 (zero point 0) result."""
+
+    def tweak(module):
+        from tpuc.dialects import tpu
+
+        deconvs = [op for op in module.walk() if isinstance(op, tpu.DeconvOp)]
+        for op, (multiplier, shift, mode) in zip(deconvs, cases, strict=True):
+            oc = shape_of(op.results[0])[1]
+            upper = [int(2 * k >= oc) for k in range(oc)]
+            op.set_value("multiplier", [multiplier + u for u in upper])
+            op.set_value("rshift", [shift + u for u in upper])
+            op.set_value("round_mode", mode)
+            op.set_value("do_relu", True)
+
+    return tweak
+
+
+def test_deconv_int8(deconv_int8_model, vendor):
+    check(*run_both(*deconv_int8_model, "INT8", vendor), "INT8")
+
+
+@pytest.mark.parametrize(
+    "cases",
+    [
+        [(1, 2, "HalfAwayFromZero"), (3 << 29, 33, "HalfUp"), (1 << 30, 32, "HalfToEven")],
+        [((1 << 30) - 1, 37, "Down"), ((1 << 31) - 2, 39, "HalfAwayFromZero"), (3, 3, "HalfUp")],
+    ],
+)
+def test_deconv_int8_rounding(deconv_int8_model, vendor, cases):
+    """The scalar requant per channel is exact at ties and with 31-bit
+    multipliers and shifts up to 40, in each of tpuc's round modes."""
+    check(*run_both(*deconv_int8_model, "INT8", vendor, tie_dense(*cases)), "INT8")

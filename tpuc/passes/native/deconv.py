@@ -9,15 +9,21 @@ tpuc keeps ONNX's filter [ic, oc/g, kh, kw]; the library reads TPU-MLIR's
 blocks of 32 input channels ([oc][ic/32][kh·kw][32], `filter_reorder`), or
 [1, oc, kh, kw] when depthwise; the bias [1, oc, 1, 1] in its own type.
 
-INT8 is not expressible yet: the library's quantized deconv writes the
-int32 accumulator (TPU-MLIR requantizes it in a separate op); it could go
-to `ctx.scratch`, but tpuc's INT8 deconv has one 32-bit multiplier/rshift
-per output channel, and the library's per-channel requant_int_param_t form
-(a [C][3] coefficient) did not match (requant.py), so no exact integer
-requant of that accumulator into the output is known.
+INT8 (`int8_deconv`): the library's quantized deconv writes the int32
+accumulator into a scratch buffer (as TPU-MLIR's older lowering: a Deconv
+with an int32 result, then a requant), and scalar requant_int calls per
+channel (requant.py `per_channel_calls`) requantize it into the output, bit
+for bit with tpuc's interpreter (measured on the chip model: 31-bit
+multipliers, shifts up to 40, ties in HalfAwayFromZero/HalfUp/HalfToEven/
+Down). Not expressible: a relu with an upper limit, an asymmetric
+depthwise one (the library's int8 depthwise kernel treats the input zero
+point in an unknown way; the dense kernel pads and inserts Z_in, so
+−Z_in·Σw goes into the bias).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from xdsl.ir import Operation
@@ -34,10 +40,10 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.conv import DTYPE_I32, coeff_table, ic_blocks
-from tpuc.passes.native.requant import requant_int_call
+from tpuc.passes.native.conv import DTYPE_I32, coeff_table, ic_blocks, raw_spec
+from tpuc.passes.native.requant import per_channel_calls
 from tpuc.passes.native.rules import native_rule
-from tpuc.vendor.params import declare
+from tpuc.vendor.params import BcBinaryGlobal, declare
 from tpuc.weights import read_weight
 
 DeconvGlobal = declare(
@@ -121,13 +127,16 @@ def geometry(op: Operation):
 
 
 def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """An INT8 deconv in two steps, as TPU-MLIR's older lowering (a Deconv
-    with an int32 result, then a requant): the library's quantized deconv
-    (int8 filter in blocks of 64 input channels, raw [oc, kh·kw] when
-    depthwise; int32 bias; is_asym with pad/insert value Z_in) writes
-    Σ q_in·q_w + bias into an int32 scratch buffer; then one scalar
-    requant_int call per (image, channel) plane requantizes it with that
-    channel's multiplier and rshift into the output."""
+    """An INT8 deconv in steps, as TPU-MLIR's older lowering (a Deconv with
+    an int32 result, then a requant): the library's quantized deconv (int8
+    filter in blocks of 64 input channels, raw [oc, kh·kw] when depthwise;
+    int32 bias; is_asym with pad/insert value Z_in, so −Z_in·Σw goes into
+    the bias) writes Σ q_in·q_w + bias into an int32 scratch buffer; then
+    `per_channel_calls` requantize it into the output. The library's int8
+    depthwise deconv asserts with a bias: it writes Σ q_in·q_w and a
+    bcbinary ADD (int32 + int32 [1, oc, 1, 1], exact) adds the bias. A
+    fused relu clamps the accumulator at 0 (the requant is monotonic and
+    keeps 0 at Z_out: that is clamping the output at Z_out)."""
     src, dst = op.operands[0], op.results[0]
     qin, qout = quant_of(src), quant_of(dst)
     if dtype_name(dst) not in ("i8", "u8"):
@@ -144,38 +153,51 @@ def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     depthwise = groups > 1 and filt.shape[1] == 1 and oc == groups
     table = coeff_table(op, oc)
     bias = table[:, 0].copy()
-    if qin.zero_point:  # the library sums q·w, padding and inserted zeros worth Z_in
+    if qin.zero_point and depthwise:
+        raise NotExpressible(
+            "an asymmetric INT8 depthwise deconv (the library's int8 depthwise kernel "
+            "handles the input zero point in some other, unknown way)"
+        )
+    if qin.zero_point:  # the library's sum has padding and insertions worth Z_in
         bias -= qin.zero_point * filt.astype(np.int64).reshape(oc, -1).sum(axis=1)
     if np.any(np.abs(bias) >= 1 << 31):
         raise NotExpressible("an INT8 deconv bias beyond int32")
-    stored = filt if depthwise else ic_blocks(filt, 64)
+    bias = bias.astype(np.int32)
+    add_bias = depthwise and bool(np.any(bias != 0))
+    shape = (n, oc, oh, ow)
+    scratch = ctx.scratch(4 * math.prod(shape))
     p = geometry(op)
-    scratch = ctx.scratch(4 * n * oc * oh * ow)
     p.input_global_addr, p.output_global_addr = ctx.address(src), scratch
-    p.weight_global_addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic64", stored.astype(np.int8))
-    p.has_bias, p.bias_dtype = 1, DTYPE_I32
-    p.bias_global_addr = ctx.coeffs.add(f"{op.names[0]}_bias_i32", bias.astype(np.int32))
+    stored = (filt if depthwise else ic_blocks(filt, 64)).astype(np.int8)
+    p.weight_global_addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic64", stored)
     p.input_dtype, p.weight_dtype = dtype_code(src), dtype_code(op.operands[1])
     p.output_dtype = DTYPE_I32
-    p.if_relu, p.upper_limit = relu, -1.0  # acc >= 0 is q >= Z_out after the requant
+    if not depthwise:
+        p.has_bias, p.bias_dtype = 1, DTYPE_I32
+        p.bias_global_addr = ctx.coeffs.add(f"{op.names[0]}_bias_i32", bias)
+    p.if_relu, p.upper_limit = relu and not add_bias, -1.0
     p.is_asym, p.kzp_is_const, p.pad_insert_is_const = True, True, True
     p.pad_val = p.insert_val = qin.zero_point
     p.kzp_dtype = p.input_dtype
     calls = [NativeCall("backend_api_deconv_global", p.to_bytes(), plain=True)]
-    out_addr, plane = ctx.address(dst), oh * ow
-    for b in range(n):
-        for c in range(oc):
-            at = (b * oc + c) * plane
-            calls.append(
-                requant_int_call(
-                    ctx,
-                    (scratch + 4 * at, out_addr + at),
-                    (1, 1, 1, plane),
-                    (DTYPE_I32, dtype_code(dst)),
-                    [int(table[c, 1])],
-                    [int(table[c, 2])],
-                    (0, qout.zero_point),
-                    round_mode(op),
-                )
-            )
-    return calls
+    if add_bias:
+        add = BcBinaryGlobal()
+        add.spec.binary_type, add.spec.if_relu, add.spec.relu_upper_limit = 0, relu, -1.0
+        add.spec.scale_A = add.spec.scale_B = 1
+        add.spec.f8_scale_A = add.spec.f8_scale_B = 1.0
+        acc = raw_spec(scratch, DTYPE_I32, shape)
+        coeff = raw_spec(ctx.coeffs.add(f"{op.names[0]}_bias_i32", bias), DTYPE_I32, (1, oc, 1, 1))
+        calls.append(ctx.call("backend_api_bcbinary_global", add, op, [acc, coeff], [acc]))
+    return [
+        *calls,
+        *per_channel_calls(
+            ctx,
+            (scratch, ctx.address(dst)),
+            shape,
+            (DTYPE_I32, dtype_code(dst)),
+            table[:, 1],
+            table[:, 2],
+            (0, qout.zero_point),
+            round_mode(op),
+        ),
+    ]
