@@ -159,3 +159,26 @@ def test_conv1d_and_expand(tmp_path, mode):
     """A 1-D convolution (its 2-D view) and an expand that adds dims (INT8: bit for bit)."""
     feeds = {"x1d": X1D, "small": SMALL}
     check_model(tmp_path, SHAPE_OPS, feeds, SHAPE_INITS, mode, {"tpu.Conv2D", "tpu.Expand"})
+
+
+@pytest.mark.parametrize("mode", ["F32", "BF16"])
+def test_float_sum_of_three_and_half_activations(tmp_path, mode):
+    """A three-input float Sum is a chain of adds in f32 (between casts for
+    half types); half-float activations the chip's half kernels refuse (tanh,
+    erf, sqrt) run in f32 between casts."""
+    from tests.native.test_eltwise_pool import native_vs_interp, node
+
+    rng = np.random.default_rng(5)
+    feeds = {k: rng.standard_normal([1, 4, 6, 6]).astype(np.float32) for k in "abc"}
+    nodes = [
+        node("Sum", ["a", "b", "c"], ["s"]),
+        node("Tanh", ["s"], ["t"]),
+        node("Erf", ["t"], ["e"]),
+        node("Abs", ["e"], ["p"]),
+        node("Sqrt", ["p"], ["y"]),
+    ]
+    got, expected, kinds = native_vs_interp(tmp_path, nodes, feeds, [1, 4, 6, 6], mode)
+    assert "tpu.Add" in kinds
+    from tpuc.tools.deploy_native import FLOAT_COSINE, native_differences
+
+    assert not native_differences(got, expected, FLOAT_COSINE)

@@ -51,12 +51,19 @@ def float_only(op: Operation) -> None:
 
 
 def active(op: Operation, ctx: NativeContext, mode: str, coeffs=()) -> list[NativeCall]:
+    """active_global_spec_t; an f16/bf16 one in f32 between casts (the chip's
+    half-float activations assert for most functions: tanh, sqrt, erf, elu,
+    mish, gelu, sin, cos …; tpuc computes them in f32 and rounds once)."""
+    from tpuc.passes.native.select import in_f32
+
     float_only(op)
     param = ActiveGlobal()
     param.common.active_type = ACTIVE_TYPES[mode]
     for i, c in enumerate(coeffs):
         param.common.coeffs[i] = float(c)
-    return [ctx.call("backend_api_active_global", param, op, inputs=[ctx.spec(op.operands[0])])]
+    return in_f32(op, ctx, lambda ins, out: [
+        ctx.call("backend_api_active_global", param, op, inputs=ins[:1], outputs=[out])
+    ])  # fmt: skip
 
 
 @native_rule(tpu.ActiveOp)

@@ -168,6 +168,8 @@ def add_sub(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         coeff = op.value("coeff") if isinstance(op, tpu.AddOp) else None
         if coeff and any(float(c) != 1.0 for c in coeff):
             raise NotExpressible(f"coeff {list(coeff)} (bcbinary has no float coefficients)")
+        if len(op.operands) > 2:
+            return float_sum(op, ctx, kind)
     elif quant_of(op.results[0]) is not None:
         return int8_add(op, ctx, kind)
     else:
@@ -175,6 +177,25 @@ def add_sub(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     param = bcbinary(op, ctx, kind)
     inputs = operand_specs(op, ctx)
     return [ctx.call("backend_api_bcbinary_global", param, op, inputs=inputs)]
+
+
+def float_sum(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
+    """Three or more float inputs: a chain of two-input calls in f32 (between
+    casts for f16/bf16), in input order, the fused relu on the last; tpuc
+    sums them in f32 in that order and rounds once."""
+    from tpuc.passes.native.select import in_f32
+
+    def body(ins: list[bytes], out: bytes) -> list[NativeCall]:
+        calls = []
+        for i in range(1, len(ins)):
+            param = bcbinary(op, ctx, kind)
+            if i < len(ins) - 1:
+                param.spec.if_relu, param.spec.relu_upper_limit = 0, -1.0
+            lhs = ins[0] if i == 1 else out
+            calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, ins[i]], [out]))
+        return calls
+
+    return in_f32(op, ctx, body)
 
 
 @native_rule(tpu.MulOp)
