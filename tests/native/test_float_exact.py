@@ -35,3 +35,20 @@ def test_sigmoid_runs_in_f32_between_half_ops(tmp_path, mode):
     got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x, "b": b}, x.shape, mode)
     assert {"tpu.Sigmoid", "tpu.Cast"} <= kinds
     assert np.array_equal(got["y"], expected["y"])
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_depthwise_conv_in_f32_between_casts(tmp_path, mode):
+    """F16/BF16 depthwise convolutions run in f32 between casts: tpuc's
+    arithmetic (f32 sums, one rounding), where the chip's half kernel left a
+    quarter of the values one unit off."""
+    x = RNG.standard_normal([1, 24, 10, 10]).astype(np.float32)
+    w = ("w", RNG.standard_normal([24, 1, 3, 3]).astype(np.float32))
+    b = ("b", RNG.standard_normal([24]).astype(np.float32))
+    nodes = [node("Conv", ["a", "w", "b"], ["y"], group=24, pads=[1, 1, 1, 1])]
+    got, expected, kinds = native_vs_interp(
+        tmp_path, nodes, {"a": x}, [1, 24, 10, 10], mode, inits=[w, b]
+    )
+    assert "tpu.Conv2D" in kinds
+    same = np.count_nonzero(got["y"] == expected["y"])
+    assert same == got["y"].size, f"{same} of {got['y'].size} equal"

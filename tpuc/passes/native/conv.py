@@ -27,6 +27,7 @@ quarter of the elements one ulp apart; cosine ~0.99999 in BF16).
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -62,6 +63,7 @@ NPU_NUM = 64  # lanes of BM1684X
 EU_INT32 = 16  # int32 elements in one execution unit (64 bytes)
 MAX_DIM = 65535
 DTYPE_I32 = 6
+DTYPE_F32 = 0
 
 
 def raw_spec(addr: int, dtype: int, shape: tuple[int, ...]) -> bytes:
@@ -161,6 +163,42 @@ def float_inputs(op: Operation, ctx: NativeContext, has_bias: bool) -> list[byte
         else:
             inputs.append(ctx.spec(bias, (1, oc, 1, 1)))
     return inputs
+
+
+def as_f32(value, dtype: str) -> np.ndarray:
+    """A stored weight's values as f32 (bf16 weights are stored as their bit patterns)."""
+    data = np.asarray(read_weight(value.owner))
+    if dtype == "bf16" and data.dtype == np.uint16:
+        return (data.astype(np.uint32) << 16).view(np.float32)
+    return data.astype(np.float32)
+
+
+def half_depthwise(op: Operation, ctx: NativeContext, spec, has_bias: bool) -> list[NativeCall]:
+    """An F16/BF16 depthwise convolution in f32 between casts: the chip's
+    half-float depthwise kernel rounds otherwise than tpuc (a quarter of the
+    values one unit off); in f32 it computes tpuc's arithmetic (f32 sums,
+    one rounding to the result type). Filter and bias go as f32 (exact)."""
+    from tpuc.passes.native.select import cast_call
+
+    src, dst = op.operands[0], op.results[0]
+    oc = shape_of(dst)[1]
+    kh, kw = op.value("kernel_shape")
+    size = 4 * max(math.prod(shape_of(src)), math.prod(shape_of(dst)))
+    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, shape_of(src))
+    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, shape_of(dst))
+    filt = as_f32(op.operands[1], dtype_name(op.operands[1])).reshape(oc, 1, kh * kw)
+    addr = ctx.coeffs.add(f"{op.names[0]}_filter_f32", filt)
+    inputs = [wide_in, raw_spec(addr, DTYPE_F32, (1, oc, 1, kh * kw))]
+    if has_bias:
+        bias = as_f32(op.operands[2], dtype_name(op.operands[2])).reshape(oc)
+        bias_addr = ctx.coeffs.add(f"{op.names[0]}_bias_f32", bias)
+        inputs.append(raw_spec(bias_addr, DTYPE_F32, (1, oc, 1, 1)))
+    code = dtype_code(src)
+    return [
+        cast_call(ctx, op, ctx.spec(src), wide_in, (code, DTYPE_F32)),
+        ctx.call("backend_api_conv_global", spec, op, inputs, [wide_out]),
+        cast_call(ctx, op, wide_out, ctx.spec(dst), (DTYPE_F32, code)),
+    ]
 
 
 def to_float_storage(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -353,6 +391,8 @@ def conv2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     if is_float(op.operands[0]) and is_float(op.results[0]):
         has_bias = not isinstance(op.operands[2].owner, top.NoneOp)
         spec.common.has_bias = has_bias
+        if is_depthwise(op) and dtype_name(op.operands[0]) != "f32":
+            return half_depthwise(op, ctx, spec, has_bias)
         inputs = float_inputs(op, ctx, has_bias)
     elif quant_of(op.operands[0]) is not None:
         if is_float(op.results[0]):
