@@ -32,4 +32,10 @@ def softmax(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     c.scale_val = 1.0
     c.begin_axis = c.end_axis = axis
     c.log = int(bool(op.value("log")))
-    return [ctx.call("backend_api_softmax_global", param, op, inputs=[ctx.spec(op.operands[0])])]
+    from tpuc.passes.native.select import in_f32
+
+    # an f16/bf16 softmax in f32 between casts: tpuc computes it in f32 and
+    # rounds once; the chip's half-float softmax drifts (shufflenet BF16)
+    return in_f32(op, ctx, lambda ins, out: [
+        ctx.call("backend_api_softmax_global", param, op, inputs=ins[:1], outputs=[out])
+    ])  # fmt: skip
