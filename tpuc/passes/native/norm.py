@@ -14,6 +14,8 @@ Scale always has one).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from xdsl.ir import Operation
 
@@ -109,6 +111,9 @@ def scale(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     return [ctx.call("backend_api_scale_global", p, op, inputs=inputs)]
 
 
+DTYPE_F32 = 0
+
+
 @native_rule(tpu.LayerNormOp)
 def layer_norm(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """layer_norm_global_spec_t {axis, eps, affine = weight | bias << 1, no
@@ -122,4 +127,31 @@ def layer_norm(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     p.common.axis = axis if axis >= 0 else axis + len(shape_of(src))
     p.common.eps = op.value("eps")
     p.common.affine = int(present[0]) + (int(present[1]) << 1)
-    return [ctx.call("backend_api_layer_norm_global", p, op)]
+    if dtype_name(src) == "f32":
+        return [ctx.call("backend_api_layer_norm_global", p, op)]
+    return half_layer_norm(op, ctx, p, present)
+
+
+def half_layer_norm(op: Operation, ctx: NativeContext, p, present) -> list[NativeCall]:
+    """An f16/bf16 LayerNorm in f32 between casts, weight and bias as f32:
+    tpuc computes it in f32 and rounds once; the chip's half-float LayerNorm
+    drifts (ppocr_rec BF16)."""
+    from tpuc.passes.native.conv import as_f32
+    from tpuc.passes.native.select import cast_call
+
+    src, dst = op.operands[0], op.results[0]
+    shape, code = tuple(shape_of(src)), dtype_code(src)
+    size = 4 * math.prod(shape)
+    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, shape)
+    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, shape)
+    inputs = [wide_in]
+    for value, there in zip(op.operands[1:3], present, strict=True):
+        if there:
+            values = as_f32(value, dtype_name(value))
+            addr = ctx.coeffs.add(f"{value.owner.names[0]}_f32", values)
+            inputs.append(raw_spec(addr, DTYPE_F32, tuple(shape_of(value))))
+    return [
+        cast_call(ctx, op, ctx.spec(src), wide_in, (code, DTYPE_F32)),
+        ctx.call("backend_api_layer_norm_global", p, op, inputs, [wide_out]),
+        cast_call(ctx, op, wide_out, ctx.spec(dst), (DTYPE_F32, code)),
+    ]
