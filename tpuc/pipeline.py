@@ -211,4 +211,3 @@ STAGE_PASSES: dict[str, type[ModulePass]] = {
 }
 """Stages that are more than one pass, by the name tpuc-opt knows them by
 (calibrate-import and codegen are single registered passes)."""
-

@@ -78,9 +78,11 @@ def test_each_runner_refuses_the_other_kind(prepared, vendor):
     with pytest.raises(TpucError, match="native bmodel.*vendor runtime"):
         load_bmodel(str(native))
     x = np.zeros((1, 3, 8, 8), np.float32)
-    with Worker("runtime", vendor.lib, "vendor runtime") as worker:
-        with pytest.raises(TpucError, match="refused the bmodel"):
-            worker.call("running", "run", str(own), "cnn", [(0, x)], [(0, (1, 5), "float32")])
+    with (
+        Worker("runtime", vendor.lib, "vendor runtime") as worker,
+        pytest.raises(TpucError, match="refused the bmodel"),
+    ):
+        worker.call("running", "run", str(own), "cnn", [(0, x)], [(0, (1, 5), "float32")])
 
 
 def test_vendor_crash_is_one_line_naming_the_op(vendor):
@@ -126,9 +128,13 @@ def test_struct_drift_is_caught(vendor, monkeypatch):
     short = type(
         "bcbinary_global_param_t",
         (params.Param,),
-        {"_fields_": [("spec", params.DECLARED["bcbinary_common_spec_t"]),
-                      ("A_is_coeff", ctypes.c_int32)],  # fmt: skip
-         "typedef": "bcbinary_global_param_t"},
+        {
+            "_fields_": [
+                ("spec", params.DECLARED["bcbinary_common_spec_t"]),
+                ("A_is_coeff", ctypes.c_int32),
+            ],  # fmt: skip
+            "typedef": "bcbinary_global_param_t",
+        },
     )
     monkeypatch.setitem(params.DECLARED, "bcbinary_global_param_t", short)
     with pytest.raises(TpucError, match="bcbinary_global_param_t \\(52 bytes, header 56\\)"):

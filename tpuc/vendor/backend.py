@@ -95,8 +95,10 @@ class BackendSession:
         """`function(&param, sizeof param, inputs, outputs, cmdid)` for op `name`."""
         keep: list = []
         buffer = _pointer_patched(param, pointers, keep)
-        specs = [ctypes.create_string_buffer(b"".join(t) or b"\0", max(72 * len(t), 1))
-                 for t in (inputs, outputs)]
+        specs = [
+            ctypes.create_string_buffer(b"".join(t) or b"\0", max(72 * len(t), 1))
+            for t in (inputs, outputs)
+        ]
         self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
         getattr(self.lib, function)(buffer, len(param), specs[0], specs[1], self.cmdid)
 
@@ -123,27 +125,30 @@ class BackendSession:
         lib.sg_stas_dump(self.cmdid)
         lib.store_cmd_end()
         lib.forbid_store_cmd()
-        groups = []
         count = lib.backend_api_get_tpu_inst_group_number()
-        streams = {}
-        for engine, key in ENGINES.items():
-            numbers = lib.backend_api_get_tpu_inst_number_per_group(key)
-            sizes = lib.backend_api_get_tpu_inst_size_per_group(key)
-            data = lib.backend_api_get_tpu_inst_data(key)
-            offset, parts = 0, []
-            for g in range(count):
-                size = sizes[g]
-                parts.append((numbers[g], ctypes.string_at(ctypes.addressof(data.contents) + offset, size) if size else b""))
-                offset += size
-            streams[engine] = parts
-        for g in range(count):
-            (tiu_num, tiu), (gdma_num, gdma) = streams["tiu"][g], streams["gdma"][g]
+        streams = {engine: self._groups(key, count) for engine, key in ENGINES.items()}
+        groups = []
+        for (tiu_num, tiu), (gdma_num, gdma) in zip(streams["tiu"], streams["gdma"], strict=True):
             groups.append({"tiu_num": tiu_num, "tiu": tiu, "gdma_num": gdma_num, "gdma": gdma})
         ctypes.CDLL(None).fflush(None)  # the profile is a buffered FILE the library keeps open
         profile = Path(PROFILE_NAME)
         text = profile.read_text(errors="replace") if profile.exists() else ""
         cycles = sum(int(m) for m in _TOTAL.findall(text))
         return {"groups": groups, "profile": text, "cycles": cycles}
+
+    def _groups(self, key: bytes, count: int) -> list[tuple[int, bytes]]:
+        """(command count, bytes) of each group of one engine's store."""
+        lib = self.lib
+        numbers = lib.backend_api_get_tpu_inst_number_per_group(key)
+        sizes = lib.backend_api_get_tpu_inst_size_per_group(key)
+        data = lib.backend_api_get_tpu_inst_data(key)
+        base = ctypes.addressof(data.contents) if count else 0
+        offset, parts = 0, []
+        for g in range(count):
+            size = sizes[g]
+            parts.append((numbers[g], ctypes.string_at(base + offset, size) if size else b""))
+            offset += size
+        return parts
 
     def close(self) -> None:
         pass

@@ -76,7 +76,7 @@ def _preprocess(text: str) -> str:
             elif skipping and stripped.startswith("#endif"):
                 skipping = 0
             continue
-        if skipping or stripped.startswith("extern \"C\""):
+        if skipping or stripped.startswith('extern "C"'):
             continue
         lines.append(line)
     body = "\n".join(lines)

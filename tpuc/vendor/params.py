@@ -97,8 +97,10 @@ TensorSpec = declare(
 
 # --- convolution --------------------------------------------------------------------------
 
-declare("nnvlc_common_spec_t", "i32 do_compress; i32 do_decompress; i32 bias0; i32 bias1; "
-        "i32 zero_guard")
+declare(
+    "nnvlc_common_spec_t",
+    "i32 do_compress; i32 do_decompress; i32 bias0; i32 bias1; i32 zero_guard",
+)
 declare(
     "conv_common_spec_t",
     "i32 groups; i32 input_c; i32 output_c; i32 kh; i32 kw; i32 stride_h; i32 stride_w; "
