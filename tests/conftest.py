@@ -25,7 +25,8 @@ TESTS = Path(__file__).resolve().parent
 # Test helper modules (tests/support) and the regression scripts' model zoo
 # are imported by name from tests anywhere in the tree.
 sys.path[:0] = [str(TESTS / "support"), str(TESTS.parent / "regression")]
-pytest_plugins = ["tiny_cnn"]  # the `prepared` fixture (model_deploy, simulator tests)
+# the `prepared` fixture (model_deploy, simulator tests), `vendor` (tests/native)
+pytest_plugins = ["tiny_cnn", "native_models"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,50 +13,13 @@ bit, floats with cosine >= 0.99999.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from native_models import check, run_both, save_onnx, transformed
+from onnx import helper, numpy_helper
 
-COSINE = 0.99999
-
-
-@pytest.fixture(scope="module")
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
-
-def build(work: Path, name: str, nodes, inputs, outputs, inits) -> tuple[str, str]:
-    """The ONNX model, model_transform and run_calibration -> (mlir, table)."""
-    from tpuc.tools import model_transform, run_calibration
-
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [value(n, TensorProto.FLOAT, s) for n, s in inputs],
-        [value(n, TensorProto.FLOAT, None) for n in outputs],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    onnx.save(model, str(work / f"{name}.onnx"))
-    rng = np.random.default_rng(0)
-    gains = {"z": 4.0, "w": 0.25}
-    arrays = lambda: {n: rng.standard_normal(s).astype("f4") * gains.get(n, 1.0) for n, s in inputs}  # noqa: E731
-    np.savez(work / "in.npz", **arrays())
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(3):
-        np.savez(samples / f"s{i}.npz", **arrays())
-    mlir, table = str(work / f"{name}.mlir"), str(work / f"{name}_cali_table")
-    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx"), "--mlir", mlir]
-    assert model_transform.run([*argv, "--test_input", str(work / "in.npz")]) == 0
-    assert run_calibration.run([mlir, "--dataset", str(samples), "-o", table]) == 0
-    return mlir, table
+GAINS = {"z": 4.0, "w": 0.25}
 
 
 def input_scale(module) -> float | None:
@@ -80,40 +43,10 @@ def half_steps(shape, scale: float) -> np.ndarray:
     return x.reshape(shape)
 
 
-def run_both(work: Path, mlir: str, table: str, mode: str, vendor, crafted: bool = False):
-    """(native outputs, TPU interpreter outputs), real values by name."""
-    from tpuc.deploy import lower
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.module_io import load_module
-    from tpuc.passes.native.emit import generate_native
-    from tpuc.pipeline import finalize
-    from tpuc.vendor.run import run_native
-    from tpuc.weights import WeightStore
-
-    module, store = load_module(mlir)
-    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
-    inputs = dict(np.load(work / "in.npz"))
+def half_step_feeds(module, inputs: dict) -> dict:
+    """The inputs replaced by half_steps of the input scale (INT8 only)."""
     scale = input_scale(module)
-    if crafted and scale is not None:
-        inputs = {n: half_steps(a.shape, scale) for n, a in inputs.items()}
-    expected = run_tpu(module, store, inputs)
-    finalize(module, WeightStore(store), "bm1684x", 2, True)
-    bmodel = work / f"{mode}.bmodel"
-    bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
-    return run_native(bmodel, inputs, vendor), expected
-
-
-def check(outputs, expected, mode: str) -> None:
-    assert outputs
-    for name, got in outputs.items():
-        want = np.asarray(expected[name], np.float32)
-        got = np.asarray(got, np.float32).reshape(want.shape)
-        if mode == "INT8":
-            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
-        else:
-            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
-            cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-            assert cosine >= COSINE, f"{name}: cosine {cosine:.8f}"
+    return inputs if scale is None else {n: half_steps(a.shape, scale) for n, a in inputs.items()}
 
 
 def ints(name: str, values) -> onnx.TensorProto:
@@ -124,7 +57,8 @@ def ints(name: str, values) -> onnx.TensorProto:
 def edges_model(tmp_path_factory):
     work = tmp_path_factory.mktemp("native_edges")
     nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
-    return work, *build(work, "edges", nodes, [("x", [1, 4, 8, 16])], ["y"], [ints("s", [1, 512])])
+    inits = [ints("s", [1, 512])]
+    return work, *transformed(work, "edges", nodes, [("x", [1, 4, 8, 16])], ["y"], inits)
 
 
 @pytest.fixture(scope="module")
@@ -149,12 +83,12 @@ def moves_model(tmp_path_factory):
         numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"),
     ]
     inputs = [("x", [1, 4, 6, 8]), ("z", [1, 2, 6, 8]), ("w", [1, 6, 8, 2])]
-    return work, *build(work, "moves", nodes, inputs, ["y1", "y2", "y3"], inits)
+    return work, *transformed(work, "moves", nodes, inputs, ["y1", "y2", "y3"], inits, gains=GAINS)
 
 
 @pytest.mark.parametrize("mode", ["INT8", "F16", "BF16"])
 def test_cast_edges(edges_model, vendor, mode):
-    check(*run_both(*edges_model, mode, vendor, crafted=True), mode)
+    check(*run_both(*edges_model, mode, vendor, feeds=half_step_feeds), mode)
 
 
 @pytest.mark.parametrize("mode", ["INT8", "F16", "BF16", "F32"])
@@ -173,13 +107,9 @@ def test_concat_with_fused_relu(tmp_path, vendor, mode):
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("Mul", ["r", "k"], ["o"], name="mul"),
     ]
-    value = helper.make_tensor_value_info
-    k = numpy_helper.from_array(np.full((1, 8, 1, 1), 0.7, np.float32), "k")
-    ins = [value(n, TensorProto.FLOAT, [1, 4, 8, 8]) for n in "ab"]
-    graph = helper.make_graph(nodes, "g", ins, [value("o", TensorProto.FLOAT, [1, 8, 8, 8])], [k])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, tmp_path / "cr.onnx")
+    k = ("k", np.full((1, 8, 1, 1), 0.7, np.float32))
+    ins = [(n, [1, 4, 8, 8]) for n in "ab"]
+    save_onnx(tmp_path / "cr.onnx", nodes, ins, [("o", [1, 8, 8, 8])], [k])
     rng = np.random.default_rng(0)
     (tmp_path / "cali").mkdir()
     for i in range(3):

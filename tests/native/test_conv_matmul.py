@@ -21,87 +21,12 @@ inputs, the last four with float results.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from native_models import calibrate, check, run_both, save_onnx, transformed
+from onnx import helper, numpy_helper
 
 MODES = ("F32", "F16", "BF16", "INT8")
-COSINE = 0.99999
-
-
-@pytest.fixture(scope="module")
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
-
-def save_onnx(path: Path, nodes, inputs, output: str | list[str], inits) -> None:
-    value = helper.make_tensor_value_info
-    outputs = [output] if isinstance(output, str) else output
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [value(name, TensorProto.FLOAT, shape) for name, shape in inputs],
-        [value(name, TensorProto.FLOAT, None) for name in outputs],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    onnx.save(model, str(path))
-
-
-def transform(work: Path, name: str, inputs) -> tuple[str, str]:
-    """model_transform and run_calibration (3 random samples) -> (mlir, table)."""
-    from tpuc.tools import model_transform, run_calibration
-
-    rng = np.random.default_rng(0)
-    np.savez(work / "in.npz", **{n: rng.standard_normal(s).astype("f4") for n, s in inputs})
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(3):
-        arrays = {n: rng.standard_normal(s).astype("f4") for n, s in inputs}
-        np.savez(samples / f"s{i}.npz", **arrays)
-    mlir, table = str(work / f"{name}.mlir"), str(work / f"{name}_cali_table")
-    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx"), "--mlir", mlir]
-    assert model_transform.run([*argv, "--test_input", str(work / "in.npz")]) == 0
-    assert run_calibration.run([mlir, "--dataset", str(samples), "-o", table]) == 0
-    return mlir, table
-
-
-def native_and_interpreter(work: Path, mlir: str, table: str, mode: str, vendor, qtable=None):
-    """(native outputs, TPU interpreter outputs), real values by name."""
-    from tpuc.deploy import lower
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.module_io import load_module
-    from tpuc.passes.native.emit import generate_native
-    from tpuc.pipeline import finalize
-    from tpuc.vendor.run import run_native
-    from tpuc.weights import WeightStore
-
-    module, store = load_module(mlir)
-    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, qtable)
-    inputs = dict(np.load(work / "in.npz"))
-    expected = run_tpu(module, store, inputs)
-    finalize(module, WeightStore(store), "bm1684x", 2, True)
-    bmodel = work / f"{mode}.bmodel"
-    bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
-    return run_native(bmodel, inputs, vendor), expected
-
-
-def check(outputs, expected, mode: str) -> None:
-    assert outputs
-    for name, got in outputs.items():
-        want = np.asarray(expected[name], np.float32)
-        got = np.asarray(got, np.float32).reshape(want.shape)
-        if mode == "INT8":
-            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
-        else:
-            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
-            cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-            assert cosine >= COSINE, f"{name}: cosine {cosine:.8f}"
 
 
 def init(rng, name: str, shape, scale: float = 0.3):
@@ -126,8 +51,7 @@ def conv_model(tmp_path_factory):
         init(rng, "W3", (96, 1, 3, 3)),
         init(rng, "B3", (96,), 1.0),
     ]
-    save_onnx(work / "convs.onnx", nodes, [("x", [1, 8, 12, 12])], "y", inits)
-    return work, *transform(work, "convs", [("x", [1, 8, 12, 12])])
+    return work, *transformed(work, "convs", nodes, [("x", [1, 8, 12, 12])], "y", inits)
 
 
 @pytest.fixture(scope="module")
@@ -150,18 +74,17 @@ def matmul_model(tmp_path_factory):
         init(rng, "W3", (24, 16), 0.2),
     ]
     inputs = [("x", [1, 4, 32]), ("y", [1, 80, 16])]
-    save_onnx(work / "mms.onnx", nodes, inputs, "z", inits)
-    return work, *transform(work, "mms", inputs)
+    return work, *transformed(work, "mms", nodes, inputs, "z", inits)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_conv_chain(conv_model, vendor, mode):
-    check(*native_and_interpreter(*conv_model, mode, vendor), mode)
+    check(*run_both(*conv_model, mode, vendor), mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_matmul_chain(matmul_model, vendor, mode):
-    check(*native_and_interpreter(*matmul_model, mode, vendor), mode)
+    check(*run_both(*matmul_model, mode, vendor), mode)
 
 
 @pytest.fixture(scope="module")
@@ -196,9 +119,8 @@ def epilogue_model(tmp_path_factory):
         init(rng, "B4", (10,), 1.0),
     ]
     inputs = [("x", [2, 8, 9, 7]), ("y", [2, 3, 5, 6]), ("z", [2, 3, 6, 4])]
-    save_onnx(work / "epi.onnx", nodes, inputs, ["a2", "a3", "a4", "a5"], inits)
     (work / "qtable").write_text("a2 F32\na3 F32\na4 F32\na5 F32\n")
-    return work, *transform(work, "epi", inputs)
+    return work, *transformed(work, "epi", nodes, inputs, ["a2", "a3", "a4", "a5"], inits)
 
 
 def float_epilogues(mlir: str, table: str, qtable: str) -> set[str]:
@@ -223,14 +145,12 @@ def test_grouped_conv_and_float_epilogue(epilogue_model, vendor):
     work, mlir, table = epilogue_model
     qtable = str(work / "qtable")
     assert float_epilogues(mlir, table, qtable) == {"c2", "r3", "g", "m"}
-    check(*native_and_interpreter(work, mlir, table, "INT8", vendor, qtable), "INT8")
+    check(*run_both(work, mlir, table, "INT8", vendor, qtable), "INT8")
 
 
 def test_float_epilogue_rounds_large_accumulators_half_to_even(tmp_path, vendor):
     """|acc| above 2^24 (±127·127·1101, odd): int32 -> f32 rounds half to even
     on the chip (the cast's round_mode 3) as in tpuc's kernels."""
-    from tpuc.tools import model_transform, run_calibration
-
     ic = 1101
     w = np.ones((3, ic, 1, 1), np.float32)
     w[1] *= -1
@@ -247,11 +167,8 @@ def test_float_epilogue_rounds_large_accumulators_half_to_even(tmp_path, vendor)
     np.savez(tmp_path / "in.npz", x=x)
     (tmp_path / "samples").mkdir()
     np.savez(tmp_path / "samples" / "s0.npz", x=x)
-    mlir, table = str(tmp_path / "big.mlir"), str(tmp_path / "big_cali_table")
-    argv = ["--model_name", "big", "--model_def", str(tmp_path / "big.onnx"), "--mlir", mlir]
-    assert model_transform.run([*argv, "--test_input", str(tmp_path / "in.npz")]) == 0
-    assert run_calibration.run([mlir, "--dataset", str(tmp_path / "samples"), "-o", table]) == 0
+    mlir, table = calibrate(tmp_path, "big")
     (tmp_path / "qtable").write_text("a F32\n")
     qtable = str(tmp_path / "qtable")
     assert float_epilogues(mlir, table, qtable) == {"c"}
-    check(*native_and_interpreter(tmp_path, mlir, table, "INT8", vendor, qtable), "INT8")
+    check(*run_both(tmp_path, mlir, table, "INT8", vendor, qtable), "INT8")

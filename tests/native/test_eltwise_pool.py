@@ -6,10 +6,9 @@ cosine of 0.99999."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from native_models import matches, native_vs_interp, node
 
 S = [1, 4, 6, 8]
 RNG = np.random.default_rng(0)
@@ -17,81 +16,6 @@ A = (RNG.standard_normal(S) * 2).astype(np.float32)
 B = RNG.standard_normal(S).astype(np.float32)
 B_BC = RNG.standard_normal([1, 4, 1, 1]).astype(np.float32)
 SLOPE = RNG.uniform(0.05, 0.5, (4, 1, 1)).astype(np.float32)
-
-
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
-
-def node(op_type, inputs, outputs, **attrs):
-    from onnx import helper
-
-    return helper.make_node(op_type, inputs, outputs, **attrs)
-
-
-def onnx_model(path: Path, nodes, inputs: dict, out_shape, inits=()) -> str:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [
-            helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
-            for n, v in inputs.items()
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))],
-        initializer=[numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in inits],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return str(path)
-
-
-def cali_table(tmp: Path, module, store, feeds) -> Path:
-    from tpuc.calibration.calibrate import Calibration, write_table
-    from tpuc.calibration.dataset import Sample
-
-    sample = tmp / "s0.npz"
-    np.savez(sample, **feeds)
-    cali = Calibration(module, store, str(tmp / "m.mlir"), warn=lambda _: None)
-    entries = cali.run([Sample((str(sample),))], [], "max")
-    table = tmp / "cali_table"
-    write_table(table, entries, mlir=tmp / "m.mlir", method="max", bins=2048, samples=1,
-                tune_num=0, generated="test")  # fmt: skip
-    return table
-
-
-def native_vs_interp(tmp: Path, nodes, feeds: dict, out_shape, mode: str, inits=(),
-                     asymmetric: bool = False):  # fmt: skip
-    """(native outputs, TPU interpreter outputs, TPU op names) of the model."""
-    from tpuc.deploy import lower
-    from tpuc.frontends.onnx.converter import convert_onnx
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.pipeline import run_passes, transform_passes
-    from tpuc.tools.deploy_native import native_codegen, run_native_check
-    from tpuc.weights import WeightStore, attach_weights
-
-    paths = vendor()
-    module, weights = convert_onnx(onnx_model(tmp / "m.onnx", nodes, feeds, out_shape, inits), "m")
-    store = WeightStore(weights)
-    attach_weights(module, store)
-    run_passes(module, transform_passes())
-    table = cali_table(tmp, module, store, feeds) if mode == "INT8" else None
-    lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
-    kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
-    expected = run_tpu(module, store, feeds)
-    compiled = native_codegen(module, store, "bm1684x", paths)
-    return run_native_check(compiled.bmodel, feeds, paths), expected, kinds
-
-
-def check(got: dict, expected: dict, mode: str) -> None:
-    from tpuc.tools.deploy_native import FLOAT_COSINE, native_differences
-
-    assert not native_differences(got, expected, None if mode == "INT8" else FLOAT_COSINE)
 
 
 CASES = {
@@ -150,11 +74,13 @@ PARAMS = (
 @pytest.mark.parametrize(("name", "mode"), PARAMS, ids=[f"{n}-{m}" for n, m in PARAMS])
 def test_one_op(tmp_path, name, mode):
     nodes, feeds, out_shape, inits, op_name = CASES[name]
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, feeds, out_shape, mode, inits)
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, feeds, {"y": out_shape}, mode, inits
+    )
     if mode != "INT8":
         assert op_name in kinds
     float_out = name == "softmax"  # INT8 runs Softmax in float between casts
-    check(got, expected, "F32" if float_out else mode)
+    matches(got, expected, "F32" if float_out else mode)
 
 
 # Add/Sub over many rounding ties (|q| up to 127 on grids whose sums land
@@ -186,9 +112,11 @@ def test_int8_add_sub_rounding_ties(tmp_path, name, asym):
     feeds = {
         k: v for k, v in {"a": TA, "b": TB, "c": TC}.items() if any(k in n.input for n in nodes)
     }
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, feeds, TS, "INT8", asymmetric=asym)
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, feeds, {"y": TS}, "INT8", asymmetric=asym
+    )
     assert kinds & {"tpu.Add", "tpu.Sub"}
-    check(got, expected, "INT8")
+    matches(got, expected, "INT8")
 
 
 @pytest.mark.parametrize("window", [(13, 13), (6, 80)], ids=["13x13", "6x80"])
@@ -198,6 +126,8 @@ def test_int8_global_average_pool_wide_window(tmp_path, window):
     h, w = window
     x = RNG.standard_normal([1, 16, h, w]).astype(np.float32)
     nodes = [node("Relu", ["a"], ["r"]), node("GlobalAveragePool", ["r"], ["y"])]
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x}, [1, 16, 1, 1], "INT8")
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": [1, 16, 1, 1]}, "INT8"
+    )
     assert "tpu.Pool2D" in kinds
-    check(got, expected, "INT8")
+    matches(got, expected, "INT8")

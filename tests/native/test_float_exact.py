@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from tests.native.test_eltwise_pool import native_vs_interp, node
+from native_models import native_vs_interp, node
 
 RNG = np.random.default_rng(3)
 
@@ -18,7 +17,9 @@ RNG = np.random.default_rng(3)
 def test_global_average_pool_bit_exact(tmp_path, mode, side):
     x = (RNG.standard_normal([1, 16, side, side]) * 3).astype(np.float32)
     nodes = [node("GlobalAveragePool", ["a"], ["y"])]
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x}, [1, 16, 1, 1], mode)
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": [1, 16, 1, 1]}, mode
+    )
     assert "tpu.Pool2D" in kinds
     assert np.array_equal(got["y"], expected["y"])
 
@@ -32,7 +33,9 @@ def test_sigmoid_runs_in_f32_between_half_ops(tmp_path, mode):
         node("Sigmoid", ["s"], ["t"]),
         node("Add", ["t", "b"], ["y"]),
     ]
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, {"a": x, "b": b}, x.shape, mode)
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x, "b": b}, {"y": x.shape}, mode
+    )
     assert {"tpu.Sigmoid", "tpu.Cast"} <= kinds
     assert np.array_equal(got["y"], expected["y"])
 
@@ -46,8 +49,8 @@ def test_depthwise_conv_in_f32_between_casts(tmp_path, mode):
     w = ("w", RNG.standard_normal([24, 1, 3, 3]).astype(np.float32))
     b = ("b", RNG.standard_normal([24]).astype(np.float32))
     nodes = [node("Conv", ["a", "w", "b"], ["y"], group=24, pads=[1, 1, 1, 1])]
-    got, expected, kinds = native_vs_interp(
-        tmp_path, nodes, {"a": x}, [1, 24, 10, 10], mode, inits=[w, b]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": [1, 24, 10, 10]}, mode, inits=[w, b]
     )
     assert "tpu.Conv2D" in kinds
     same = np.count_nonzero(got["y"] == expected["y"])

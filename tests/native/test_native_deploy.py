@@ -4,7 +4,8 @@ bmodel refused by the other runner, a vendor crash as one line, every op the
 target cannot express listed at once, drifted structs caught.
 
 The vendor component must be in the cache (`tpuc-vendor fetch`; .ci/run
-fetches it): these tests fail, not skip, without it.
+fetches it): these tests fail, not skip, without it (native_models' `vendor`
+fixture).
 """
 
 from __future__ import annotations
@@ -16,12 +17,6 @@ import pytest
 
 from tpuc.errors import TpucError
 from tpuc.tools import model_deploy, model_runner
-from tpuc.vendor.fetch import locate
-
-
-@pytest.fixture(scope="module")
-def vendor():
-    return locate()
 
 
 def deploy(work, mode: str, codegen: str = "native", extra=()) -> int:

@@ -8,87 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from native_models import check, run_both, tensor, transformed
+from onnx import helper
 
 from tpuc.dialects.base import shape_of
 
-COSINE = 0.99999
-
-
-@pytest.fixture(scope="module")
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
 
 def build(work: Path, name: str, nodes, shape, inits=(), outputs=("y",)) -> tuple[Path, str, str]:
-    """The ONNX model (input x), model_transform, run_calibration."""
-    from tpuc.tools import model_transform, run_calibration
-
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [value("x", TensorProto.FLOAT, shape)],
-        [value(n, TensorProto.FLOAT, None) for n in outputs],
-        list(inits),
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.save(model, str(work / f"{name}.onnx"))
-    rng = np.random.default_rng(0)
-    np.savez(work / "in.npz", x=rng.standard_normal(shape).astype("f4"))
-    samples = work / "samples"
-    samples.mkdir()
-    for i in range(3):
-        np.savez(samples / f"s{i}.npz", x=rng.standard_normal(shape).astype("f4"))
-    mlir, table = str(work / f"{name}.mlir"), str(work / f"{name}_cali_table")
-    argv = ["--model_name", name, "--model_def", str(work / f"{name}.onnx"), "--mlir", mlir]
-    assert model_transform.run([*argv, "--test_input", str(work / "in.npz")]) == 0
-    assert run_calibration.run([mlir, "--dataset", str(samples), "-o", table]) == 0
-    return work, mlir, table
-
-
-def run_both(work: Path, mlir: str, table: str, mode: str, vendor, tweak=None):
-    """(native outputs, TPU interpreter outputs), real values by name;
-    `tweak` edits the lowered module first."""
-    from tpuc.deploy import lower
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.module_io import load_module
-    from tpuc.passes.native.emit import generate_native
-    from tpuc.pipeline import finalize
-    from tpuc.vendor.run import run_native
-    from tpuc.weights import WeightStore
-
-    module, store = load_module(mlir)
-    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None)
-    if tweak is not None:
-        tweak(module)
-    inputs = dict(np.load(work / "in.npz"))
-    expected = run_tpu(module, store, inputs)
-    finalize(module, WeightStore(store), "bm1684x", 2, True)
-    bmodel = work / f"{mode}.bmodel"
-    bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
-    return run_native(bmodel, inputs, vendor), expected
-
-
-def check(outputs, expected, mode: str) -> None:
-    assert outputs
-    for name, got in outputs.items():
-        want = np.asarray(expected[name], np.float32)
-        got = np.asarray(got, np.float32).reshape(want.shape)
-        if mode == "INT8":
-            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
-        else:
-            a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
-            cosine = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-            assert cosine >= COSINE, f"{name}: cosine {cosine:.8f}"
-
-
-def tensor(name: str, array) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(array), name)
+    """The model of input x (opset 17) transformed and calibrated -> (work, mlir, table)."""
+    return work, *transformed(work, name, nodes, [("x", shape)], outputs, inits, opset=17)
 
 
 RNG = np.random.default_rng(1)
@@ -256,4 +185,4 @@ def test_deconv_int8(deconv_int8_model, vendor):
 def test_deconv_int8_rounding(deconv_int8_model, vendor, cases):
     """The scalar requant per channel is exact at ties and with 31-bit
     multipliers and shifts up to 40, in each of tpuc's round modes."""
-    check(*run_both(*deconv_int8_model, "INT8", vendor, tie_dense(*cases)), "INT8")
+    check(*run_both(*deconv_int8_model, "INT8", vendor, tweak=tie_dense(*cases)), "INT8")

@@ -5,10 +5,10 @@ interpreter's bit for bit, float outputs reach a cosine of 0.99999."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from native_models import matches, native_vs_interp
+from onnx import TensorProto, helper
 
 RNG = np.random.default_rng(3)
 INPUTS = {
@@ -19,17 +19,9 @@ INPUTS = {
 }
 
 
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
-
-def onnx_model(path: Path, names: list[str]) -> tuple[str, dict]:
-    """One node per case of CASES named, each its own output; (model, feeds)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
+def graph_of(names: list[str]) -> tuple[list, list, list, dict]:
+    """One node per case of CASES named, each its own output:
+    (nodes, outputs, initializers, feeds)."""
     nodes, outputs, inits, used = [], [], [], set()
     for name in names:
         op_type, x, out_shape, axes, attrs = CASES[name]
@@ -37,61 +29,12 @@ def onnx_model(path: Path, names: list[str]) -> tuple[str, dict]:
         used.add(x)
         if axes is not None:  # ReduceSum's axes input (opset 13)
             inputs.append(f"{name}_axes")
-            inits.append(numpy_helper.from_array(np.asarray(axes, np.int64), inputs[-1]))
+            inits.append((inputs[-1], np.asarray(axes, np.int64)))
         nodes.append(helper.make_node(op_type, inputs, [name], **attrs))
         out_type = TensorProto.INT64 if op_type.startswith("Arg") else TensorProto.FLOAT
         outputs.append(helper.make_tensor_value_info(name, out_type, out_shape))
     feeds = {k: v for k, v in INPUTS.items() if k in used}
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [
-            helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape))
-            for k, v in feeds.items()
-        ],
-        outputs,
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return str(path), feeds
-
-
-def cali_table(tmp: Path, module, store, feeds) -> Path:
-    from tpuc.calibration.calibrate import Calibration, write_table
-    from tpuc.calibration.dataset import Sample
-
-    sample = tmp / "s0.npz"
-    np.savez(sample, **feeds)
-    cali = Calibration(module, store, str(tmp / "m.mlir"), warn=lambda _: None)
-    entries = cali.run([Sample((str(sample),))], [], "max")
-    table = tmp / "cali_table"
-    write_table(table, entries, mlir=tmp / "m.mlir", method="max", bins=2048, samples=1,
-                tune_num=0, generated="test")  # fmt: skip
-    return table
-
-
-def native_vs_interp(tmp: Path, model: str, feeds: dict, mode: str, asymmetric: bool):
-    """(native outputs, TPU interpreter outputs, TPU op names) of the model."""
-    from tpuc.deploy import lower
-    from tpuc.frontends.onnx.converter import convert_onnx
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.pipeline import run_passes, transform_passes
-    from tpuc.tools.deploy_native import native_codegen, run_native_check
-    from tpuc.weights import WeightStore, attach_weights
-
-    paths = vendor()
-    module, weights = convert_onnx(model, "m")
-    store = WeightStore(weights)
-    attach_weights(module, store)
-    run_passes(module, transform_passes())
-    table = cali_table(tmp, module, store, feeds) if mode == "INT8" else None
-    lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
-    kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
-    expected = run_tpu(module, store, feeds)
-    compiled = native_codegen(module, store, "bm1684x", paths)
-    return run_native_check(compiled.bmodel, feeds, paths), expected, kinds
+    return nodes, outputs, inits, feeds
 
 
 CASES = {
@@ -121,21 +64,18 @@ MODES = {
 }  # fmt: skip
 
 
-def check(got: dict, expected: dict, mode: str) -> None:
-    from tpuc.tools.deploy_native import FLOAT_COSINE, native_differences
-
-    assert not native_differences(got, expected, None if mode == "INT8" else FLOAT_COSINE)
-
-
 @pytest.mark.parametrize("mode", list(MODES))
 def test_reductions(tmp_path, mode):
     """Every case of the mode in one model (one compile, one run)."""
     names = MODES[mode]
-    model, feeds = onnx_model(tmp_path / "m.onnx", names)
+    nodes, outputs, inits, feeds = graph_of(names)
     lowered = "INT8" if mode == "INT8_ASYM" else mode
-    got, expected, kinds = native_vs_interp(tmp_path, model, feeds, lowered, mode == "INT8_ASYM")
+    asymmetric = mode == "INT8_ASYM"
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, feeds, outputs, lowered, inits, opset=13, asymmetric=asymmetric
+    )
     assert "tpu.Reduce" in kinds
     for name in names:
         op_type = CASES[name][0]
         exact = op_type.startswith("Arg") or (lowered == "INT8" and op_type in INTEGER)
-        check({name: got[name]}, {name: expected[name]}, "INT8" if exact else "F32")
+        matches({name: got[name]}, {name: expected[name]}, "INT8" if exact else "F32")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from native_models import matches, native_vs_interp, node
 
 S = [1, 4, 6, 8]
 RNG = np.random.default_rng(3)
@@ -24,74 +25,6 @@ COND_BC = np.array([[[[1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]]]], np.float32)
 X1D = RNG.standard_normal([1, 4, 9]).astype(np.float32)
 W1D = (RNG.standard_normal([6, 4, 3]) * 0.5).astype(np.float32)
 SMALL = RNG.standard_normal([4, 1]).astype(np.float32)
-
-
-def vendor():
-    from tpuc.vendor.fetch import locate
-
-    return locate()  # CI fetches the vendor component: fail, never skip, without it
-
-
-def node(op_type, inputs, outputs, **attrs):
-    from onnx import helper
-
-    return helper.make_node(op_type, inputs, outputs, **attrs)
-
-
-def onnx_model(path: Path, nodes, inputs: dict, outputs: dict, inits=()) -> str:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    def info(name, shape):
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
-
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [info(n, v.shape) for n, v in inputs.items()],
-        [info(n, shape) for n, shape in outputs.items()],
-        initializer=[
-            numpy_helper.from_array(a if a.dtype == np.int64 else np.asarray(a, np.float32), n)
-            for n, a in inits
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
-    return str(path)
-
-
-def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs: dict, mode: str, inits=()):
-    """(native outputs, TPU interpreter outputs, TPU op names, the cosine
-    bound or None for bit for bit: model_deploy's check_kind) of the model."""
-    from tpuc.calibration.calibrate import Calibration, write_table
-    from tpuc.calibration.dataset import Sample
-    from tpuc.deploy import lower
-    from tpuc.frontends.onnx.converter import convert_onnx
-    from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.pipeline import run_passes, transform_passes
-    from tpuc.tools.deploy_native import check_kind, native_codegen, run_native_check
-    from tpuc.weights import WeightStore, attach_weights
-
-    paths = vendor()
-    module, weights = convert_onnx(onnx_model(tmp / "m.onnx", nodes, feeds, outputs, inits), "m")
-    store = WeightStore(weights)
-    attach_weights(module, store)
-    run_passes(module, transform_passes())
-    table = None
-    if mode == "INT8":
-        np.savez(tmp / "s0.npz", **feeds)
-        cali = Calibration(module, store, str(tmp / "m.mlir"), warn=lambda _: None)
-        entries = cali.run([Sample((str(tmp / "s0.npz"),))], [], "max")
-        table = tmp / "cali_table"
-        write_table(table, entries, mlir=tmp / "m.mlir", method="max", bins=2048, samples=1,
-                    tune_num=0, generated="test")  # fmt: skip
-    lower(module, "bm1684x", mode, cali_table=table)
-    kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
-    expected = run_tpu(module, store, feeds)
-    compiled = native_codegen(module, store, "bm1684x", paths)
-    bound, _ = check_kind(mode, False, module)
-    return run_native_check(compiled.bmodel, feeds, paths), expected, kinds, bound
 
 
 def c(value) -> np.ndarray:
@@ -166,8 +99,6 @@ def test_float_sum_of_three_and_half_activations(tmp_path, mode):
     """A three-input float Sum is a chain of adds in f32 (between casts for
     half types); half-float activations the chip's half kernels refuse (tanh,
     erf, sqrt) run in f32 between casts."""
-    from tests.native.test_eltwise_pool import native_vs_interp, node
-
     rng = np.random.default_rng(5)
     feeds = {k: rng.standard_normal([1, 4, 6, 6]).astype(np.float32) for k in "abc"}
     nodes = [
@@ -177,8 +108,6 @@ def test_float_sum_of_three_and_half_activations(tmp_path, mode):
         node("Abs", ["e"], ["p"]),
         node("Sqrt", ["p"], ["y"]),
     ]
-    got, expected, kinds = native_vs_interp(tmp_path, nodes, feeds, [1, 4, 6, 6], mode)
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, feeds, {"y": [1, 4, 6, 6]}, mode)
     assert "tpu.Add" in kinds
-    from tpuc.tools.deploy_native import FLOAT_COSINE, native_differences
-
-    assert not native_differences(got, expected, FLOAT_COSINE)
+    matches(got, expected, mode)  # F32, BF16: cosine

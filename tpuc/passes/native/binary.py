@@ -33,7 +33,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.conv import raw_spec
-from tpuc.passes.native.requant import requant_int_call
+from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import BcBinaryGlobal, ConstBinaryGlobal
 
@@ -146,8 +146,7 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
         calls.append(ctx.call("backend_api_bcbinary_global", param, op, [acc, const], [acc]))
     dst = op.results[0]
     calls.append(
-        requant_int_call(
-            ctx,
+        RequantInt(
             (scratch, ctx.address(dst)),
             nchw(dst),
             (DTYPE_INT32, dtype_code(dst)),
@@ -155,7 +154,7 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
             rshift,
             (0, out.zero_point),
             round_mode(op),
-        )
+        ).call()
     )
     return calls
 

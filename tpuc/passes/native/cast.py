@@ -62,32 +62,29 @@ def round_mode(op: Operation) -> int:
     return ROUND_MODES[mode]
 
 
-def _quantize(op: Operation, ctx: NativeContext) -> NativeCall:
-    """requant_fp_param_t: scale_value = 1/S_out, offset_value = Z_out, mode 0."""
+def _scaled(op: Operation, ctx: NativeContext, p, scale, offset, function: str) -> NativeCall:
+    """`p` (requant_fp_param_t or dequant_fp_param_t) over the op's input and
+    output with scale_value = `scale`, offset_value = `offset`."""
     src, dst = op.operands[0], op.results[0]
-    q = quant_of(dst)
-    p = RequantFp()
     p.input_addr, p.output_addr = ctx.address(src), ctx.address(dst)
     p.n, p.c, p.h, p.w = nchw(src)
-    p.scale_value = 1.0 / q.scale
-    p.offset_value = float(q.zero_point)
+    p.scale_value, p.offset_value = scale, offset
     p.input_dtype, p.output_dtype = dtype_code(src), dtype_code(dst)
     p.round_mode = round_mode(op)
-    return NativeCall("backend_api_requant_float_global", p.to_bytes(), plain=True)
+    return NativeCall(function, p.to_bytes(), plain=True)
+
+
+def _quantize(op: Operation, ctx: NativeContext) -> NativeCall:
+    """requant_fp_param_t: scale_value = 1/S_out, offset_value = Z_out, mode 0."""
+    q = quant_of(op.results[0])
+    scale, offset = 1.0 / q.scale, float(q.zero_point)
+    return _scaled(op, ctx, RequantFp(), scale, offset, "backend_api_requant_float_global")
 
 
 def _dequantize(op: Operation, ctx: NativeContext) -> NativeCall:
     """dequant_fp_param_t: scale_value = S_in, offset_value = Z_in."""
-    src, dst = op.operands[0], op.results[0]
-    q = quant_of(src)
-    p = DequantFp()
-    p.input_addr, p.output_addr = ctx.address(src), ctx.address(dst)
-    p.n, p.c, p.h, p.w = nchw(src)
-    p.scale_value = q.scale
-    p.offset_value = q.zero_point
-    p.input_dtype, p.output_dtype = dtype_code(src), dtype_code(dst)
-    p.round_mode = round_mode(op)
-    return NativeCall("backend_api_dequant_float_global", p.to_bytes(), plain=True)
+    q = quant_of(op.operands[0])
+    return _scaled(op, ctx, DequantFp(), q.scale, q.zero_point, "backend_api_dequant_float_global")
 
 
 @native_rule(tpu.CastOp)

@@ -26,7 +26,7 @@ from tpuc.passes.native.context import (
     dtype_name,
     quant_of,
 )
-from tpuc.passes.native.requant import requant_int_call
+from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import declare
 
@@ -236,7 +236,7 @@ class _Rescale:
         addrs, dtypes = (self.ctx.address(v), addr), (dtype_code(v), dtype_code(self.out))
         zps = (quant_of(v).zero_point, quant_of(self.out).zero_point)
         m, r = pair
-        return [requant_int_call(self.ctx, addrs, nchw(v), dtypes, [m], [r], zps, self.rounding)]
+        return [RequantInt(addrs, nchw(v), dtypes, [m], [r], zps, self.rounding).call()]
 
 
 def _in_place(op: Operation, ctx: NativeContext) -> bool:

@@ -12,7 +12,7 @@ blocks of 32 input channels ([oc][ic/32][kh·kw][32], `filter_reorder`), or
 INT8 (`int8_deconv`): the library's quantized deconv writes the int32
 accumulator into a scratch buffer (as TPU-MLIR's older lowering: a Deconv
 with an int32 result, then a requant), and scalar requant_int calls per
-channel (requant.py `per_channel_calls`) requantize it into the output, bit
+channel (requant.py `RequantInt.per_channel_calls`) requantize it into the output, bit
 for bit with tpuc's interpreter (measured on the chip model: 31-bit
 multipliers, shifts up to 40, ties in HalfAwayFromZero/HalfUp/HalfToEven/
 Down). Not expressible: a relu with an upper limit, an asymmetric
@@ -41,7 +41,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.conv import DTYPE_I32, coeff_table, ic_blocks, raw_spec
-from tpuc.passes.native.requant import per_channel_calls
+from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import BcBinaryGlobal, declare
 from tpuc.weights import read_weight
@@ -132,7 +132,7 @@ def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     filter in blocks of 64 input channels, raw [oc, kh·kw] when depthwise;
     int32 bias; is_asym with pad/insert value Z_in, so −Z_in·Σw goes into
     the bias) writes Σ q_in·q_w + bias into an int32 scratch buffer; then
-    `per_channel_calls` requantize it into the output. The library's int8
+    `RequantInt.per_channel_calls` requantize it into the output. The library's int8
     depthwise deconv asserts with a bias: it writes Σ q_in·q_w and a
     bcbinary ADD (int32 + int32 [1, oc, 1, 1], exact) adds the bias. A
     fused relu clamps the accumulator at 0 (the requant is monotonic and
@@ -190,8 +190,7 @@ def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         calls.append(ctx.call("backend_api_bcbinary_global", add, op, [acc, coeff], [acc]))
     return [
         *calls,
-        *per_channel_calls(
-            ctx,
+        *RequantInt(
             (scratch, ctx.address(dst)),
             shape,
             (DTYPE_I32, dtype_code(dst)),
@@ -199,5 +198,5 @@ def int8_deconv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
             table[:, 2],
             (0, qout.zero_point),
             round_mode(op),
-        ),
+        ).per_channel_calls(),
     ]

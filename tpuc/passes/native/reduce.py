@@ -44,7 +44,7 @@ from tpuc.passes.native.context import (
 )
 from tpuc.passes.native.conv import raw_spec
 from tpuc.passes.native.data import Transpose
-from tpuc.passes.native.requant import requant_int_call
+from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import BcBinaryGlobal, declare
 
@@ -257,8 +257,7 @@ def int8_sum(op: Operation, ctx: NativeContext, scratch: Scratch, shape: list[in
         coeff = ctx.coeffs.add(f"{op.names[0]}_zero_point", np.array([-offset], np.int32))
         calls.append(add_int32(acc[0], coeff, nchw(dst)))
     calls.append(
-        requant_int_call(
-            ctx,
+        RequantInt(
             (acc[0], ctx.address(dst)),
             nchw(dst),
             (DTYPE_INT32, dtype_code(dst)),
@@ -266,7 +265,7 @@ def int8_sum(op: Operation, ctx: NativeContext, scratch: Scratch, shape: list[in
             rshift,
             (0, qout.zero_point),
             round_mode(op),
-        )
+        ).call()
     )
     return calls
 
