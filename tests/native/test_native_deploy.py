@@ -153,3 +153,17 @@ def test_missing_vendor_cache_is_one_line(prepared, tmp_path, monkeypatch):
         model_deploy.run([*argv, "--codegen", "native", "--model", str(target)])
     assert "\n" not in str(info.value)
     assert not target.parent.exists()
+
+
+def test_native_bmodel_is_reproducible(prepared, vendor, tmp_path, monkeypatch):
+    """Same module, same SOURCE_DATE_EPOCH: byte-identical native bmodels
+    (the vendor library's commands, the coefficients and the container)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    made = []
+    for run in ("a", "b"):
+        target = tmp_path / run / "cnn.bmodel"
+        argv = ["--mlir", str(prepared / "cnn.mlir"), "--chip", "bm1684x", "--quantize", "INT8"]
+        argv += ["--calibration_table", str(prepared / "cnn_cali_table")]
+        assert model_deploy.run([*argv, "--codegen", "native", "--model", str(target)]) == 0
+        made.append(target.read_bytes())
+    assert made[0] == made[1]
