@@ -54,7 +54,7 @@ def active(op: Operation, ctx: NativeContext, mode: str, coeffs=()) -> list[Nati
     """active_global_spec_t; an f16/bf16 one in f32 between casts (the chip's
     half-float activations assert for most functions: tanh, sqrt, erf, elu,
     mish, gelu, sin, cos …; tpuc computes them in f32 and rounds once)."""
-    from tpuc.passes.native.select import in_f32
+    from tpuc.passes.native.f32 import in_f32
 
     float_only(op)
     param = ActiveGlobal()

@@ -24,6 +24,9 @@ from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw, round_mode
 from tpuc.passes.native.context import (
+    DTYPE_F32,
+    DTYPE_I32,
+    DTYPE_U32,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -38,7 +41,6 @@ from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import BcBinaryGlobal, ConstBinaryGlobal
 
 BINARY_ADD, BINARY_SUB, BINARY_MUL, BINARY_MAX, BINARY_MIN = 0, 1, 2, 4, 10000
-DTYPE_FP32, DTYPE_INT8, DTYPE_INT32, DTYPE_UINT32 = 0, 2, 6, 7
 
 
 def relu_fields(op: Operation) -> tuple[int, float]:
@@ -82,9 +84,6 @@ def all_float(op: Operation) -> bool:
     return all(is_float(v) for v in (*op.operands, *op.results))
 
 
-DTYPE_UINT32 = 7
-
-
 def unsigned(value) -> bool:
     return dtype_name(value) in ("u8", "u16", "u32")
 
@@ -120,7 +119,7 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
     relu = bool(op.value("do_relu"))
     shape = tuple(shape_of(op.results[0]))
     scratch = ctx.scratch(4 * math.prod(shape))
-    acc = raw_spec(scratch, DTYPE_INT32, shape)
+    acc = raw_spec(scratch, DTYPE_I32, shape)
     inputs = operand_specs(op, ctx, pairs=False)
     calls = []
     for i in range(len(inputs)):
@@ -132,7 +131,7 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
             spec.scale_A, spec.scale_B = multipliers[0], 0
             lhs = rhs = inputs[0]
             # the chip's integer add wants an unsigned result of unsigned inputs
-            first = raw_spec(scratch, DTYPE_UINT32 if unsigned(op.operands[0]) else DTYPE_INT32,
+            first = raw_spec(scratch, DTYPE_U32 if unsigned(op.operands[0]) else DTYPE_I32,
                              shape)  # fmt: skip
             calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, rhs], [first]))
             continue
@@ -142,14 +141,14 @@ def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
         param = bcbinary(op, ctx, BINARY_ADD)
         param.spec.relu_upper_limit = -1.0
         coeff = ctx.coeffs.add(f"{op.names[0]}_zero_points", np.array([-offset], np.int32))
-        const = raw_spec(coeff, DTYPE_INT32, (1,) * len(shape))
+        const = raw_spec(coeff, DTYPE_I32, (1,) * len(shape))
         calls.append(ctx.call("backend_api_bcbinary_global", param, op, [acc, const], [acc]))
     dst = op.results[0]
     calls.append(
         RequantInt(
             (scratch, ctx.address(dst)),
             nchw(dst),
-            (DTYPE_INT32, dtype_code(dst)),
+            (DTYPE_I32, dtype_code(dst)),
             [1],
             rshift,
             (0, out.zero_point),
@@ -182,7 +181,7 @@ def float_sum(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
     """Three or more float inputs: a chain of two-input calls in f32 (between
     casts for f16/bf16), in input order, the fused relu on the last; tpuc
     sums them in f32 in that order and rounds once."""
-    from tpuc.passes.native.select import in_f32
+    from tpuc.passes.native.f32 import in_f32
 
     def body(ins: list[bytes], out: bytes) -> list[NativeCall]:
         calls = []
@@ -242,7 +241,7 @@ def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     c = param.common
     c.binary_type = CONST_KINDS[type(op)]
     c.B_const_val = float(op.value("const_val"))
-    c.B_dtype = DTYPE_FP32
+    c.B_dtype = DTYPE_F32
     c.inversed = int(bool(op.value("is_reverse"))) if isinstance(op, tpu.SubConstOp) else 0
     c.if_relu, c.relu_upper_limit = relu_fields(op)
     c.scale_A = 1

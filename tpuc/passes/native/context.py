@@ -23,6 +23,7 @@ from xdsl.ir import Operation, SSAValue
 from tpuc.dialects import top
 from tpuc.dialects.base import shape_of
 from tpuc.dialects.quant import UniformQuantizedType
+from tpuc.dtypes import DTYPE_CODES
 from tpuc.errors import TpucError
 from tpuc.ir import element_of
 from tpuc.isa.types import UnsupportedType, dtype_fields
@@ -34,8 +35,9 @@ from tpuc.weights import read_weight
 GMEM_START = 0x1_0000_0000  # BM1684X: global memory, coefficients and context start here
 REGION_ALIGN = 0x1000
 COEFF_ALIGN = 64
-DTYPE_CODES = {"f32": 0, "f16": 1, "i8": 2, "u8": 3, "i16": 4, "u16": 5, "i32": 6, "u32": 7,
-               "bf16": 8}  # fmt: skip
+# the library's DATA_TYPE_T codes are the bmodel's (tpuc.dtypes)
+DTYPE_F32, DTYPE_I8, DTYPE_I32, DTYPE_U32 = (DTYPE_CODES[n] for n in ("f32", "i8", "i32", "u32"))
+ROUND_HALF_EVEN = 3  # ROUND_MODE_T ROUND_EVEN
 
 
 class NotExpressible(TpucError):
@@ -170,7 +172,12 @@ def _name(value: SSAValue) -> str:
 
 
 __all__ = [
+    "DTYPE_F32",
+    "DTYPE_I8",
+    "DTYPE_I32",
+    "DTYPE_U32",
     "GMEM_START",
+    "ROUND_HALF_EVEN",
     "Coeffs",
     "NativeCall",
     "NativeContext",

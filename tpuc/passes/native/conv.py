@@ -27,7 +27,6 @@ quarter of the elements one ulp apart; cosine ~0.99999 in BF16).
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -36,6 +35,8 @@ from xdsl.ir import Operation
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.context import (
+    DTYPE_F32,
+    DTYPE_I32,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -62,8 +63,6 @@ ROUND_MODES = {
 NPU_NUM = 64  # lanes of BM1684X
 EU_INT32 = 16  # int32 elements in one execution unit (64 bytes)
 MAX_DIM = 65535
-DTYPE_I32 = 6
-DTYPE_F32 = 0
 
 
 def raw_spec(addr: int, dtype: int, shape: tuple[int, ...]) -> bytes:
@@ -178,27 +177,20 @@ def half_depthwise(op: Operation, ctx: NativeContext, spec, has_bias: bool) -> l
     half-float depthwise kernel rounds otherwise than tpuc (a quarter of the
     values one unit off); in f32 it computes tpuc's arithmetic (f32 sums,
     one rounding to the result type). Filter and bias go as f32 (exact)."""
-    from tpuc.passes.native.select import cast_call
+    from tpuc.passes.native.f32 import between_casts
 
-    src, dst = op.operands[0], op.results[0]
-    oc = shape_of(dst)[1]
+    oc = shape_of(op.results[0])[1]
     kh, kw = op.value("kernel_shape")
-    size = 4 * max(math.prod(shape_of(src)), math.prod(shape_of(dst)))
-    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, shape_of(src))
-    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, shape_of(dst))
     filt = as_f32(op.operands[1], dtype_name(op.operands[1])).reshape(oc, 1, kh * kw)
     addr = ctx.coeffs.add(f"{op.names[0]}_filter_f32", filt)
-    inputs = [wide_in, raw_spec(addr, DTYPE_F32, (1, oc, 1, kh * kw))]
+    weights = [raw_spec(addr, DTYPE_F32, (1, oc, 1, kh * kw))]
     if has_bias:
         bias = as_f32(op.operands[2], dtype_name(op.operands[2])).reshape(oc)
         bias_addr = ctx.coeffs.add(f"{op.names[0]}_bias_f32", bias)
-        inputs.append(raw_spec(bias_addr, DTYPE_F32, (1, oc, 1, 1)))
-    code = dtype_code(src)
-    return [
-        cast_call(ctx, op, ctx.spec(src), wide_in, (code, DTYPE_F32)),
-        ctx.call("backend_api_conv_global", spec, op, inputs, [wide_out]),
-        cast_call(ctx, op, wide_out, ctx.spec(dst), (DTYPE_F32, code)),
-    ]
+        weights.append(raw_spec(bias_addr, DTYPE_F32, (1, oc, 1, 1)))
+    return between_casts(op, ctx, lambda wide_in, wide_out: [
+        ctx.call("backend_api_conv_global", spec, op, [wide_in, *weights], [wide_out])
+    ])  # fmt: skip
 
 
 def to_float_storage(values: np.ndarray, dtype: str) -> np.ndarray:

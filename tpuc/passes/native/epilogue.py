@@ -22,13 +22,19 @@ import numpy as np
 from xdsl.ir import Operation
 
 from tpuc.dialects.base import shape_of
-from tpuc.passes.native.context import NativeCall, NativeContext, NotExpressible, dtype_name
-from tpuc.passes.native.conv import DTYPE_I32, coeff_table, int8_calls, raw_spec
+from tpuc.passes.native.context import (
+    DTYPE_F32,
+    DTYPE_I32,
+    ROUND_HALF_EVEN,
+    NativeCall,
+    NativeContext,
+    NotExpressible,
+    dtype_name,
+)
+from tpuc.passes.native.conv import coeff_table, int8_calls, raw_spec
 from tpuc.vendor.params import DECLARED, BcBinaryGlobal, declare
 
-DTYPE_F32 = 0
 BINARY_MUL = 2
-HALF_TO_EVEN = 3  # ROUND_MODE_T: int32 -> f32 above 2^24
 
 
 def _cast_param():
@@ -59,7 +65,7 @@ def epilogue_calls(op: Operation, ctx: NativeContext, shape: tuple[int, int, int
     addr = ctx.address(op.results[0])
     cast = _cast_param()
     cast.common.src_dtype, cast.common.dst_dtype = DTYPE_I32, DTYPE_F32
-    cast.common.round_mode = HALF_TO_EVEN
+    cast.common.round_mode = ROUND_HALF_EVEN
     as_f32 = raw_spec(addr, DTYPE_F32, shape)
     calls = [ctx.call("backend_api_cast_global", cast, op, [raw_spec(addr, DTYPE_I32, shape)],
                       [as_f32])]  # fmt: skip

@@ -14,8 +14,6 @@ Scale always has one).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from xdsl.ir import Operation
 
@@ -23,6 +21,7 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import (
+    DTYPE_F32,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -111,9 +110,6 @@ def scale(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     return [ctx.call("backend_api_scale_global", p, op, inputs=inputs)]
 
 
-DTYPE_F32 = 0
-
-
 @native_rule(tpu.LayerNormOp)
 def layer_norm(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """layer_norm_global_spec_t {axis, eps, affine = weight | bias << 1, no
@@ -137,21 +133,14 @@ def half_layer_norm(op: Operation, ctx: NativeContext, p, present) -> list[Nativ
     tpuc computes it in f32 and rounds once; the chip's half-float LayerNorm
     drifts (ppocr_rec BF16)."""
     from tpuc.passes.native.conv import as_f32
-    from tpuc.passes.native.select import cast_call
+    from tpuc.passes.native.f32 import between_casts
 
-    src, dst = op.operands[0], op.results[0]
-    shape, code = tuple(shape_of(src)), dtype_code(src)
-    size = 4 * math.prod(shape)
-    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, shape)
-    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, shape)
-    inputs = [wide_in]
+    affine = []
     for value, there in zip(op.operands[1:3], present, strict=True):
         if there:
             values = as_f32(value, dtype_name(value))
             addr = ctx.coeffs.add(f"{value.owner.names[0]}_f32", values)
-            inputs.append(raw_spec(addr, DTYPE_F32, tuple(shape_of(value))))
-    return [
-        cast_call(ctx, op, ctx.spec(src), wide_in, (code, DTYPE_F32)),
-        ctx.call("backend_api_layer_norm_global", p, op, inputs, [wide_out]),
-        cast_call(ctx, op, wide_out, ctx.spec(dst), (DTYPE_F32, code)),
-    ]
+            affine.append(raw_spec(addr, DTYPE_F32, tuple(shape_of(value))))
+    return between_casts(op, ctx, lambda wide_in, wide_out: [
+        ctx.call("backend_api_layer_norm_global", p, op, [wide_in, *affine], [wide_out])
+    ])  # fmt: skip

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
@@ -13,7 +11,6 @@ from tpuc.passes.native.context import (
     NativeCall,
     NativeContext,
     NotExpressible,
-    dtype_code,
     dtype_name,
     is_float,
     quant_of,
@@ -60,8 +57,6 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 
 MAX_INT8_SIDE = 7  # the widest window side measured bit-exact on the chip model
 HALF_LANES = 32  # the chip's half-float global average: chunks of 32 (kernels/pooling.py)
-DTYPE_F32 = 0
-ROUND_HALF_EVEN = 3
 
 
 def half_global_elsewhere(op: Operation, spec) -> bool:
@@ -78,26 +73,11 @@ def half_global_elsewhere(op: Operation, spec) -> bool:
 def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
     """The pooling in f32 between casts (scratch), rounded once to the half
     type (to nearest even), as the interpreter computes it."""
-    from tpuc.passes.native.cast import CastGlobal
-    from tpuc.passes.native.conv import raw_spec
+    from tpuc.passes.native.f32 import between_casts
 
-    src, dst = op.operands[0], op.results[0]
-    in_shape, out_shape = shape_of(src), shape_of(dst)
-    size = 4 * max(math.prod(in_shape), math.prod(out_shape))
-    wide_in, wide_out = ctx.scratch(size, 0), ctx.scratch(size, 1)
-    f32_in, f32_out = (
-        raw_spec(wide_in, DTYPE_F32, in_shape),
-        raw_spec(wide_out, DTYPE_F32, out_shape),
-    )
-    up, down = CastGlobal(), CastGlobal()
-    up.common.src_dtype, up.common.dst_dtype = dtype_code(src), DTYPE_F32
-    down.common.src_dtype, down.common.dst_dtype = DTYPE_F32, dtype_code(dst)
-    up.common.round_mode = down.common.round_mode = ROUND_HALF_EVEN
-    return [
-        ctx.call("backend_api_cast_global", up, op, [ctx.spec(src)], [f32_in]),
-        ctx.call("backend_api_pooling_global", spec, op, [f32_in], [f32_out]),
-        ctx.call("backend_api_cast_global", down, op, [f32_out], [ctx.spec(dst)]),
-    ]
+    return between_casts(op, ctx, lambda wide_in, wide_out: [
+        ctx.call("backend_api_pooling_global", spec, op, [wide_in], [wide_out])
+    ])  # fmt: skip
 
 
 def wide_int8_avg(op: Operation, ctx: NativeContext) -> list[NativeCall]:

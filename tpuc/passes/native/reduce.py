@@ -34,6 +34,9 @@ from tpuc.dialects.base import shape_of
 from tpuc.passes.address_assign import align_up
 from tpuc.passes.native.cast import CastGlobal, nchw, round_mode
 from tpuc.passes.native.context import (
+    DTYPE_F32,
+    DTYPE_I32,
+    ROUND_HALF_EVEN,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -72,8 +75,6 @@ METHODS = {  # sg_reduce_method_t (Param.h)
     "ReduceL2": 5,
     "ReduceL1": 6,
 }
-DTYPE_FP32, DTYPE_INT32 = 0, 6
-HALF_TO_EVEN = 3
 BINARY_ADD = 0
 SCRATCH_ALIGN = 64
 
@@ -181,7 +182,7 @@ def cast_call(src: tuple[int, int], dst: tuple[int, int], count: int) -> NativeC
     """cast_global_spec_t over `count` elements (round half to even)."""
     spec = CastGlobal()
     spec.common.src_dtype, spec.common.dst_dtype = src[1], dst[1]
-    spec.common.round_mode = HALF_TO_EVEN
+    spec.common.round_mode = ROUND_HALF_EVEN
     dims = (1, *_size_to_2dim(count), 1)
     return NativeCall("backend_api_cast_global", spec.to_bytes(), [raw_spec(src[0], src[1], dims)],
                       [raw_spec(dst[0], dst[1], dims)])  # fmt: skip
@@ -209,7 +210,7 @@ def reduce(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if len(runs(axes)) == 1 or selects or dtype_name(src) == "f32":
             return reduce_chain(scratch, METHODS[mode], shape, axes, *io)
         count, out_count = math.prod(shape), math.prod(shape_of(dst))
-        wide, narrow = (scratch[4], DTYPE_FP32), (scratch[5], DTYPE_FP32)
+        wide, narrow = (scratch[4], DTYPE_F32), (scratch[5], DTYPE_F32)
         return [
             cast_call(io[0], wide, count),
             *reduce_chain(scratch, METHODS[mode], shape, axes, wide, narrow),
@@ -240,15 +241,15 @@ def int8_sum(op: Operation, ctx: NativeContext, scratch: Scratch, shape: list[in
     count = math.prod(shape[a] for a in axes)
     pending = runs(axes)[::-1]
     first, rest = pending[0], [a for start, end in pending[1:] for a in range(start, end)]
-    acc = (scratch[4], DTYPE_INT32)
-    step = acc if not rest else (scratch[5], DTYPE_INT32)
+    acc = (scratch[4], DTYPE_I32)
+    step = acc if not rest else (scratch[5], DTYPE_I32)
     calls = [reduce_call(METHODS["ReduceSum"], shape, first, (ctx.address(src), dtype_code(src)),
                          step, scratch[2])]  # fmt: skip
     if rest:
         if count * 256 >= 1 << 24:
             raise NotExpressible(f"an INT8 sum of {count} values over separate axes")
         shape = shape[: first[0]] + [1] * (first[1] - first[0]) + shape[first[1] :]
-        wide, total = (scratch[4], DTYPE_FP32), (scratch[5], DTYPE_FP32)
+        wide, total = (scratch[4], DTYPE_F32), (scratch[5], DTYPE_F32)
         calls.append(cast_call(step, wide, math.prod(shape)))
         calls += reduce_chain(scratch, METHODS["ReduceSum"], shape, rest, wide, total)
         calls.append(cast_call(total, acc, math.prod(shape_of(dst))))
@@ -260,7 +261,7 @@ def int8_sum(op: Operation, ctx: NativeContext, scratch: Scratch, shape: list[in
         RequantInt(
             (acc[0], ctx.address(dst)),
             nchw(dst),
-            (DTYPE_INT32, dtype_code(dst)),
+            (DTYPE_I32, dtype_code(dst)),
             multiplier,
             rshift,
             (0, qout.zero_point),
@@ -278,8 +279,8 @@ def add_int32(acc: int, coeff: int, dims: tuple[int, ...]) -> NativeCall:
     spec.scale_A = spec.scale_B = 1
     spec.f8_scale_A = spec.f8_scale_B = 1.0
     spec.relu_upper_limit = -1.0
-    tensor = raw_spec(acc, DTYPE_INT32, dims)
-    const = raw_spec(coeff, DTYPE_INT32, (1,) * len(dims))
+    tensor = raw_spec(acc, DTYPE_I32, dims)
+    const = raw_spec(coeff, DTYPE_I32, (1,) * len(dims))
     return NativeCall("backend_api_bcbinary_global", param.to_bytes(), [tensor, const], [tensor])
 
 

@@ -33,6 +33,7 @@ from tpuc.dialects.base import shape_of
 from tpuc.passes.native.active import ACTIVE_TYPES
 from tpuc.passes.native.binary import bcbinary, operand_specs, relu_fields
 from tpuc.passes.native.context import (
+    DTYPE_F32,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -41,6 +42,7 @@ from tpuc.passes.native.context import (
     is_float,
 )
 from tpuc.passes.native.conv import raw_spec
+from tpuc.passes.native.f32 import in_f32
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import ActiveGlobal, ConstBinaryGlobal, declare
 
@@ -50,8 +52,6 @@ SelectSpec = declare(
 )
 
 BINARY_ADD, BINARY_MUL, BINARY_DIV = 0, 2, 3
-DTYPE_F32 = 0
-ROUND_HALF_EVEN = 3
 COMPARE_TYPES = {
     "Greater": 10001, "GreaterOrEqual": 10002, "Less": 10003, "LessOrEqual": 10004,
     "Equal": 10005, "NotEqual": 10006,
@@ -185,42 +185,6 @@ def where(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         calls.append(tile_call(ctx, op, where, (shape, out), addr, 4, len(op.operands)))
         ins.append(raw_spec(addr, code, out))
     return calls + [ctx.call("backend_api_select_global", SelectSpec(), op, inputs=ins)]
-
-
-def cast_call(ctx: NativeContext, op: Operation, src: bytes, dst: bytes, codes: tuple[int, int]
-              ) -> NativeCall:  # fmt: skip
-    """cast_global_spec_t src -> dst, rounding to nearest even."""
-    from tpuc.passes.native.cast import CastGlobal
-
-    spec = CastGlobal()
-    spec.common.src_dtype, spec.common.dst_dtype = codes
-    spec.common.round_mode = ROUND_HALF_EVEN
-    return ctx.call("backend_api_cast_global", spec, op, [src], [dst])
-
-
-def in_f32(op: Operation, ctx: NativeContext, body) -> list[NativeCall]:
-    """`body(inputs, output)` over f32 specs: as is for f32, else (the chip
-    divides f32 only) the f16/bf16 operands cast to f32 in scratch and the
-    f32 result cast back, which is tpuc's float arithmetic (f32, rounded
-    to the storage type once)."""
-    dst = op.results[0]
-    ins = operand_specs(op, ctx, pairs=False)
-    if dtype_name(dst) == "f32":
-        return body(ins, ctx.spec(dst))
-    out_shape = tuple(shape_of(dst))
-    rank = len(out_shape)
-    nbytes = 4 * math.prod(out_shape)
-    code = dtype_code(dst)
-    calls, f32_ins = [], []
-    for i, (value, spec) in enumerate(zip(op.operands, ins, strict=True)):
-        shape = (1,) * (rank - len(shape_of(value))) + tuple(shape_of(value))
-        f32 = raw_spec(ctx.scratch(nbytes, i), DTYPE_F32, shape)
-        calls.append(cast_call(ctx, op, spec, f32, (code, DTYPE_F32)))
-        f32_ins.append(f32)
-    out = raw_spec(ctx.scratch(nbytes, len(ins)), DTYPE_F32, out_shape)
-    calls += body(f32_ins, out)
-    calls.append(cast_call(ctx, op, out, ctx.spec(dst), (DTYPE_F32, code)))
-    return calls
 
 
 @native_rule(tpu.DivOp)

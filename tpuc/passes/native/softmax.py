@@ -32,7 +32,7 @@ def softmax(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     c.scale_val = 1.0
     c.begin_axis = c.end_axis = axis
     c.log = int(bool(op.value("log")))
-    from tpuc.passes.native.select import in_f32
+    from tpuc.passes.native.f32 import in_f32
 
     # an f16/bf16 softmax in f32 between casts: tpuc computes it in f32 and
     # rounds once; the chip's half-float softmax drifts (shufflenet BF16)
