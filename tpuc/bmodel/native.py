@@ -13,12 +13,11 @@ each reader refuses the other kind.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpuc.bmodel.container import _HEADER, HEADER_SIZE, MAGIC
-from tpuc.bmodel.fbs_write import _Blob, _FlatWriter
+from tpuc.bmodel.fbs_write import _Blob, _coeff_mem, _FlatWriter
 from tpuc.bmodel.model import CmdGroup, Location, TensorDesc, _version
 from tpuc.bmodel.schema import schema
 from tpuc.dtypes import DTYPE_CODES
@@ -91,20 +90,7 @@ def _cmd_group(w: _FlatWriter, blob: _Blob, group: CmdGroup) -> int:
 
 
 def _parameter(w: _FlatWriter, blob: _Blob, net: NativeNet) -> int:
-    coeff_binary = blob.add(net.coeff)
-    locations = [
-        w.table("Location", {"name": w.string(loc.name), "offset": loc.offset, "size": loc.size})
-        for loc in net.coeff_locations
-    ]
-    coeff_mem = w.table(
-        "CoeffMem",
-        {
-            "address": net.coeff_addr,
-            "check_code": w.bytes(hashlib.sha256(net.coeff).digest()),
-            "binary_coeff": coeff_binary,
-            "location": w.optional(locations),
-        },
-    )
+    coeff_mem = _coeff_mem(w, blob, net)  # its fields are NetParameter's
     subnet = w.table(
         "SubNet",
         {

@@ -20,29 +20,31 @@ from tpuc.files import read_bytes
 from tpuc.vendor.fetch import VendorPaths, locate
 
 
+def _element(desc):
+    """The kernel library's element type of a bmodel tensor (quantized when integer)."""
+    from tpuc.kernels.element import Element
+
+    if desc.dtype in ("f32", "f16", "bf16"):
+        return Element(desc.dtype)
+    info = np.iinfo(STORAGE[desc.dtype])
+    return Element(desc.dtype, desc.scale, desc.zero_point, int(info.min), int(info.max))
+
+
 def _to_device(desc, value: np.ndarray) -> np.ndarray:
-    from tpuc.dtypes import ELEMENT_TYPES
+    """Real values as the tensor stores them, quantized as the chip and the
+    TPU interpreter quantize (tpuc.kernels.cast.from_real)."""
+    from tpuc.dtypes import to_storage
+    from tpuc.kernels.cast import from_real
 
     value = np.asarray(value, dtype=np.float32).reshape(desc.shape)
-    if desc.dtype in ("f32", "f16", "bf16"):
-        element = ELEMENT_TYPES[desc.dtype]
-        rounded = element.rounding(value) if element.rounding else value
-        if desc.dtype == "bf16":
-            return (rounded.view(np.uint32) >> 16).astype(np.uint16)
-        return rounded.astype(STORAGE[desc.dtype])
-    info = np.iinfo(STORAGE[desc.dtype])
-    q = np.floor(value / desc.scale + 0.5) + desc.zero_point
-    return np.clip(q, info.min, info.max).astype(STORAGE[desc.dtype])
+    return to_storage(from_real(value, _element(desc)), desc.dtype)
 
 
 def _to_real(desc, stored: np.ndarray) -> np.ndarray:
-    if desc.dtype == "bf16":
-        return (stored.astype(np.uint32) << 16).view(np.float32)
-    if desc.dtype in ("f32", "f16"):
-        return stored.astype(np.float32)
-    return ((stored.astype(np.float32) - desc.zero_point) * np.float32(desc.scale)).astype(
-        np.float32
-    )
+    from tpuc.dtypes import from_storage
+    from tpuc.kernels.cast import to_real
+
+    return np.asarray(to_real(from_storage(stored, desc.dtype), _element(desc)), np.float32)
 
 
 def is_native(path: str | Path) -> bool:
