@@ -146,3 +146,25 @@ class BModel:
 
     def __post_init__(self) -> None:
         self.chip = self.chip.upper()
+
+
+def select_stage(
+    stages: list[list[tuple[str, tuple[int, ...]]]], given: dict[str, tuple[int, ...]], where: str
+) -> int:
+    """The index of the stage whose inputs [(name, shape)] have exactly the
+    shapes `given` by name, as the vendor runtime picks a combined bmodel's
+    stage; a one-line TpucError listing the stages when none does. A single
+    stage is returned as is (its runner names a wrong shape itself)."""
+    if len(stages) == 1:
+        return 0
+    for index, inputs in enumerate(stages):
+        if all(name in given and tuple(given[name]) == tuple(shape) for name, shape in inputs):
+            return index
+    offered = "; ".join(
+        ", ".join(f"{name} {list(shape)}" for name, shape in inputs) for inputs in stages
+    )
+    got = ", ".join(f"{name} {list(shape)}" for name, shape in given.items())
+    raise TpucError(
+        f"{where}: no stage takes inputs of these shapes ({got}); its {len(stages)} stages "
+        f"take: {offered}"
+    )

@@ -187,8 +187,17 @@ def model_type(data: bytes) -> str:
         return ""
 
 
-def read_native_io(data: bytes, fbs: Path, source: str) -> NativeIO:
-    """The first net's name and input/output tensors of a native bmodel."""
+def read_native_io(data: bytes, fbs: Path, source: str, stage: int = 0) -> NativeIO:
+    """The first net's name and input/output tensors of a native bmodel's stage."""
+    return read_native_stages(data, fbs, source)[stage]
+
+
+def read_native_stages(data: bytes, fbs: Path, source: str) -> list[NativeIO]:
+    """The first net's name and input/output tensors, one NativeIO per stage
+    (a combined bmodel has one per input shape)."""
+    from flatbuffers import number_types as N
+    from flatbuffers.table import Table
+
     from tpuc.bmodel.fbs_read import _Malformed, _View
     from tpuc.dtypes import DTYPE_NAMES
     from tpuc.errors import TpucError
@@ -196,25 +205,27 @@ def read_native_io(data: bytes, fbs: Path, source: str) -> NativeIO:
     _, _, fb_size, _ = _HEADER.unpack_from(data)
     buf = data[HEADER_SIZE : HEADER_SIZE + fb_size]
     tables = schema(Path(fbs))
-    try:
-        from flatbuffers import number_types as N
-        from flatbuffers.table import Table
 
+    def tensors(param, key: str) -> list[TensorDesc]:
+        found = []
+        for t in param.get(key):
+            shape = t.get("shape")[0].get("dim")
+            found.append(TensorDesc(
+                t.get("name"), DTYPE_NAMES[t.get("data_type")], tuple(shape),
+                t.get("device_addr"), t.get("size"), t.get("scale"), t.get("zero_point"),
+            ))  # fmt: skip
+        return found
+
+    try:
         root = _View(buf, Table(buf, 0).Get(N.UOffsetTFlags, 0), "Model", tables)
         net = root.get("net")[0]
-        param = net.get("parameter")[0]
-
-        def tensors(key: str) -> list[TensorDesc]:
-            found = []
-            for t in param.get(key):
-                shape = t.get("shape")[0].get("dim")
-                found.append(TensorDesc(
-                    t.get("name"), DTYPE_NAMES[t.get("data_type")], tuple(shape),
-                    t.get("device_addr"), t.get("size"), t.get("scale"), t.get("zero_point"),
-                ))  # fmt: skip
-            return found
-
-        return NativeIO(net.get("name"), tensors("input_tensor"), tensors("output_tensor"))
+        stages = [
+            NativeIO(net.get("name"), tensors(p, "input_tensor"), tensors(p, "output_tensor"))
+            for p in net.get("parameter")
+        ]
+        if not stages:
+            raise IndexError("its net has no stage")
+        return stages
     except (_Malformed, IndexError, KeyError) as exc:
         raise TpucError(f"{source}: damaged native bmodel ({exc})") from None
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
+from tpuc.bmodel.model import select_stage
 from tpuc.bmodel.validate import validate_model
 from tpuc.chips import get_chip
 from tpuc.errors import TpucError
@@ -67,15 +68,20 @@ def command_name(what: str, command: Command, index: int) -> str:
 
 
 class Program:
-    """A loaded bmodel (its first network)."""
+    """A loaded bmodel: one stage (`stage`, an index) of its first network."""
 
     def __init__(
-        self, model: BModel, source: str, threads: int | None = None, device: str | None = None
+        self,
+        model: BModel,
+        source: str,
+        threads: int | None = None,
+        device: str | None = None,
+        stage: int = 0,
     ):
         self.model, self.source = model, source
         validate_model(model, source)  # fields coherent before anything is placed or run
         self.net = model.nets[0]
-        self.param: NetParameter = self.net.parameters[0]
+        self.param: NetParameter = self.net.parameters[stage]
         self.chip = self._chip(device)
         self.device = Device(
             self.chip.name,
@@ -262,9 +268,19 @@ def desc_record(desc: TensorDesc) -> TensorRecord:
 
 
 def load_bmodel(
-    path: str | os.PathLike[str], threads: int | None = None, device: str | None = None
+    path: str | os.PathLike[str],
+    threads: int | None = None,
+    device: str | None = None,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> Program:
     """Load and check a bmodel file into a simulated device (of `device`'s
-    chip when given, else of the bmodel's); one-line TpucError when bad."""
+    chip when given, else of the bmodel's); one-line TpucError when bad.
+    `shapes` (input name -> shape) picks the stage of a combined bmodel
+    whose inputs have those shapes, as the vendor runtime does (default:
+    the first stage)."""
     model = load_bmodel_file(path)
-    return Program(model, str(path), threads, device)
+    stage = 0
+    if shapes is not None and model.nets and len(model.nets[0].parameters) > 1:
+        stages = [[(t.name, t.shape) for t in p.inputs] for p in model.nets[0].parameters]
+        stage = select_stage(stages, dict(shapes), str(path))
+    return Program(model, str(path), threads, device, stage)

@@ -128,6 +128,10 @@ def run_tflite_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
 
 
 def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
+    """The device simulator (tpuc's ISA) or the vendor runtime (native); a
+    combined bmodel runs the stage whose input shapes are the inputs'."""
+    import numpy as np
+
     from tpuc.runtime import load_bmodel
     from tpuc.vendor.run import is_native, run_native
 
@@ -139,7 +143,8 @@ def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
             )
         return run_native(model_path, inputs)
 
-    program = load_bmodel(model_path, device=options.chip)
+    shapes = {name: np.shape(value) for name, value in inputs.items()}
+    program = load_bmodel(model_path, device=options.chip, shapes=shapes)
     rows = tensor_location(model_path)["tensors"] if options.dump_all else None
     return program.run(inputs, out_fixed=options.out_fixed, dump=rows)
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tpuc.bmodel.native import NATIVE_TYPE, model_type, read_native_io
+from tpuc.bmodel.model import select_stage
+from tpuc.bmodel.native import NATIVE_TYPE, NativeIO, model_type, read_native_stages
 from tpuc.dtypes import DTYPE_CODES, STORAGE
 from tpuc.errors import TpucError
 from tpuc.files import read_bytes
@@ -68,19 +69,28 @@ class NativeRunner:
             raise TpucError(f"{path}: not a native bmodel (it is for tpuc's device simulator)")
         self.path = Path(path)
         vendor = vendor or locate()
-        self.io = read_native_io(data, vendor.bmodel_fbs, str(path))
+        self.stages = read_native_stages(data, vendor.bmodel_fbs, str(path))
+        self.io = self.stages[0]  # the first stage: what a caller without inputs sees
         self.worker = Worker("runtime", vendor.lib, "vendor runtime")
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The outputs (real values, by name) for `inputs` (real values, by name)."""
+    def stage_for(self, inputs: Mapping[str, np.ndarray]) -> NativeIO:
+        """The stage whose input shapes are the inputs' (the vendor runtime
+        launches a combined bmodel's net in the stage of the given shapes)."""
         missing = [t.name for t in self.io.inputs if t.name not in inputs]
         if missing:
             raise TpucError(f"{self.path}: no value for input(s) {', '.join(missing)}")
-        args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in self.io.inputs]
-        outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in self.io.outputs]
+        stages = [[(t.name, t.shape) for t in io.inputs] for io in self.stages]
+        given = {name: np.shape(value) for name, value in inputs.items()}
+        return self.stages[select_stage(stages, given, str(self.path))]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs (real values, by name) for `inputs` (real values, by name)."""
+        io = self.stage_for(inputs)
+        args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in io.inputs]
+        outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in io.outputs]
         stored = self.worker.call(f"running {self.path.name}", "run", str(self.path.resolve()),
-                                  self.io.net, args, outs)  # fmt: skip
-        return {t.name: _to_real(t, s) for t, s in zip(self.io.outputs, stored, strict=True)}
+                                  io.net, args, outs)  # fmt: skip
+        return {t.name: _to_real(t, s) for t, s in zip(io.outputs, stored, strict=True)}
 
     def close(self) -> None:
         self.worker.close()
