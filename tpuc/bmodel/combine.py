@@ -11,6 +11,13 @@ from the same weights share their coefficients. `neuron_size` becomes the
 largest stage's activation size, the kernel module is the first file's
 that has one.
 
+One departure from TPU-MLIR: each net's stages are ordered by activation
+size, largest first (a stable sort, so equal ones keep the files' order).
+The vendor runtime 1.30.2 (chip model) runs a combined net wrongly — all
+zeros or stale values — when stage 0 is not its largest: measured with
+TPU-MLIR's own bmodels, combine and model_runner as with tpuc's. The
+runtime picks the stage by input shape, so the order changes nothing else.
+
 A stage joins a net only when it could be told apart and run in its place:
 same kind of file and chip, same input and output names, data types and
 quantization, a different input shape, the same static/dynamic kind. A
@@ -120,6 +127,8 @@ def combine(sources: list[Source], time: str, version: str) -> BmodelTree:
                 origin[net["name"]] = source.path
                 continue
             _join(present, net, origin[net["name"]], source.path)
+    for net in nets:
+        net["parameter"] = sorted(net["parameter"], key=lambda p: -p.get("ctx_size", 0))
     first = sources[0].tree
     root = {
         "type": first.kind,
