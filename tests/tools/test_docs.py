@@ -11,6 +11,7 @@ from tpuc.tools import (
     model_deploy,
     model_eval,
     model_runner,
+    model_tool,
     model_transform,
     npz_tool,
     run_calibration,
@@ -31,6 +32,7 @@ def parsers():
     yield "model_deploy.py", model_deploy.build_parser()
     yield "model_eval.py", model_eval.build_parser()
     yield "visual.py", visual.build_parser()
+    yield "model_tool.py", model_tool.build_parser()
     top = npz_tool.build_parser()
     yield "npz_tool.py", top
     for action in top._actions:
