@@ -157,6 +157,9 @@ def select_stage(
     stage is returned as is (its runner names a wrong shape itself)."""
     if len(stages) == 1:
         return 0
+    missing = [name for name, _ in stages[0] if name not in given]
+    if missing:
+        raise TpucError(f"{where}: inputs missing for the bmodel: {', '.join(missing)}")
     for index, inputs in enumerate(stages):
         if all(name in given and tuple(given[name]) == tuple(shape) for name, shape in inputs):
             return index

@@ -140,6 +140,8 @@ class _Reader:
 def _known(f: Field, tables: dict[str, TableSchema], where: str) -> None:
     """Only tables, scalars, strings and Binary can be copied field by field."""
     kind = f.element or f.type
+    if f.element == "string":  # no bmodel schema has one; _View reads none
+        kind = "[string]"
     if kind in SCALARS or kind in tables or kind in (BINARY, "string"):
         return
     raise TpucError(f"bmodel field {where} of type {f.type} is not supported by model_tool")
