@@ -190,8 +190,6 @@ class _Writer:
             return self.w.bytes(value)
         if f.element in SCALARS:
             return self.w.scalars(f.element, value)
-        if f.element == "string":
-            return self.w.offsets([self.w.string(s) for s in value])
         if f.element == BINARY:
             return self._binaries([self.blob.add(p.data) for p in value])
         return self.w.offsets([self.table(f.element, v) for v in value])
