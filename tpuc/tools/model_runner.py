@@ -132,12 +132,12 @@ def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
     from tpuc.vendor.run import is_native, run_native
 
     if is_native(model_path):
-        if options.dump_all or options.out_fixed or options.chip:
+        if options.dump_all or options.chip:
             raise TpucError(
                 f"{model_path}: a native bmodel runs in the vendor runtime, which gives its "
-                "outputs only (no --dump_all_tensors, --out_fixed or --chip)"
+                "outputs only (no --dump_all_tensors or --chip)"
             )
-        return run_native(model_path, inputs)
+        return run_native(model_path, inputs, fixed=options.out_fixed)
 
     program = load_bmodel(model_path, device=options.chip)
     rows = tensor_location(model_path)["tensors"] if options.dump_all else None
