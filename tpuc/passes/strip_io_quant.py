@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, ModuleOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tpuc.dialects import top, tpu
@@ -91,8 +91,11 @@ def parse_indices(text: str, flag: str) -> tuple[int, ...]:
     return tuple(found)
 
 
-def check_indices(module: ModuleOp, inputs: Sequence[int], outputs: Sequence[int]) -> None:
-    """Every index names an input / output of func @main (1-based)."""
+def check_indices(
+    module: ModuleOp, inputs: Sequence[int], outputs: Sequence[int], dashes: str = ""
+) -> None:
+    """Every index names an input / output of func @main (1-based);
+    `dashes`: '--' when the lists came as model_deploy.py flags."""
     body = main_function(module).body.block
     counts = {
         "quant_input_list": (inputs, sum(isinstance(o, top.InputOp) for o in body.ops), "input"),
@@ -102,7 +105,7 @@ def check_indices(module: ModuleOp, inputs: Sequence[int], outputs: Sequence[int
         bad = [i for i in indices if not 1 <= i <= count]
         if bad:
             raise TpucError(
-                f"--{flag}: {', '.join(map(str, bad))} out of range; the network has "
+                f"{dashes}{flag}: {', '.join(map(str, bad))} out of range; the network has "
                 f"{count} {what}(s), numbered from 1"
             )
 
@@ -112,14 +115,10 @@ def _returned(module: ModuleOp) -> list[SSAValue]:
     return list(ret.operands) if isinstance(ret, func.ReturnOp) else []
 
 
-def _is_float(element: Attribute, *kinds: type) -> bool:
-    return isinstance(element, kinds)
-
-
 def _plain(cast: Operation) -> str:
     """Why a Cast cannot go ('' when it can)."""
     if not isinstance(cast, tpu.CastOp):
-        return f"its neighbour is {cast.name}, not a tpu.Cast"
+        return f"no Cast to remove (its user is {cast.name})"
     if cast.value("to"):
         return f"its Cast converts values (to = {cast.value('to')})"
     mode = cast.value("round_mode")
@@ -132,7 +131,7 @@ def _input_edge(index: int, op: top.InputOp) -> Edge:
     edge = Edge(index, op.names[0])
     uses = list(op.results[0].uses)
     if len(uses) != 1:
-        edge.why = f"it has {len(uses)} users, not one Cast"
+        edge.why = f"it has {len(uses)} users, not one Cast"  # TPU-MLIR's condition too
         return edge
     cast = uses[0].operation
     edge.why = _plain(cast)
@@ -140,7 +139,7 @@ def _input_edge(index: int, op: top.InputOp) -> Edge:
         return edge
     before, after = element_of(cast.operands[0]), element_of(cast.results[0])
     quantized = isinstance(after, UniformQuantizedType)
-    halved = isinstance(before, Float32Type) and _is_float(after, Float16Type, BFloat16Type)
+    halved = isinstance(before, Float32Type) and isinstance(after, Float16Type | BFloat16Type)
     if not (quantized or halved):
         edge.why = f"its Cast gives {after}, not a quantized or f16/bf16 type"
         return edge
@@ -163,7 +162,7 @@ def _output_edge(index: int, value: SSAValue, returned: list[SSAValue]) -> Edge:
         return edge
     before, after = element_of(owner.operands[0]), element_of(value)
     quantized = isinstance(before, UniformQuantizedType)
-    halved = _is_float(before, Float16Type, BFloat16Type) and isinstance(after, Float32Type)
+    halved = isinstance(before, Float16Type | BFloat16Type) and isinstance(after, Float32Type)
     if not (quantized or halved):
         edge.why = f"its Cast reads {before}, not a quantized or f16/bf16 type"
         return edge
@@ -204,7 +203,7 @@ def strip(module: ModuleOp, chosen: Plan) -> None:
         new_type = cast.results[0].type
         assert isinstance(op, top.InputOp)
         set_type(op.results[0], new_type)
-        if isinstance(op.operands[0].owner, type(main.body.block)):
+        if isinstance(op.operands[0], BlockArgument):
             set_type(op.operands[0], new_type)
         cast.results[0].replace_all_uses_with(op.results[0])
         cast.detach()

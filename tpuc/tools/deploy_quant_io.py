@@ -54,7 +54,7 @@ def check_lists(module, quant_io) -> None:
     """The lists' indices name inputs / outputs (before any work)."""
     from tpuc.passes.strip_io_quant import check_indices
 
-    check_indices(module, quant_io.input_list, quant_io.output_list)
+    check_indices(module, quant_io.input_list, quant_io.output_list, "--")
 
 
 def make_plan(module, quant_io, mode: str, say: Callable[[str], None]) -> Plan:
@@ -75,8 +75,8 @@ def make_plan(module, quant_io, mode: str, say: Callable[[str], None]) -> Plan:
     for edge in found.kept():
         what = "output" if edge.output else "input"
         say(
-            f"warning: --quant_{what}: {what} {edge.index} '{edge.name}' keeps its float type "
-            f"in {mode}: {edge.why}"
+            f"warning: --quant_{what}: {what} {edge.index} '{edge.name}' stays as it is in "
+            f"{mode}: {edge.why}"
         )
     return found
 
