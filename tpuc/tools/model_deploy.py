@@ -20,6 +20,10 @@ Steps (each announced on one line):
 5. with --test_input (unless --skip_validation): run the bmodel in the
    device simulator -> `<prefix>_model_outputs.npz`, which must equal the
    TPU interpreter's outputs bit for bit.
+--quant_input / --quant_output strip the casts at the network's edges
+before step 4 (tpuc.tools.deploy_quant_io): the bmodel keeps its stored
+int8/uint8 inputs and outputs, checked against the TPU interpreter's tensors
+before the removed casts.
 All files go next to --model and are written together; a bad request leaves
 nothing behind.
 """

@@ -12,7 +12,10 @@ onnxruntime; `.tflite` in LiteRT's reference kernels (inputs and outputs in
 the model's own layout, NHWC for images). With `--dump_all_tensors` every
 intermediate tensor is saved too (a bmodel needs the `_tensor_location.json`
 model_deploy wrote next to it). `--out_fixed` keeps the stored integers of
-quantized tensors instead of their real values. `--profile FILE` (a .bmodel
+quantized tensors instead of their real values. A bmodel's int8/uint8 input
+(model_deploy.py --quant_input) takes an integer array as its stored values
+and quantizes a float one with the bmodel's input scale, as TPU-MLIR's
+model_runner does. `--profile FILE` (a .bmodel
 only) writes the cycle model's per-command timeline as JSON and prints the
 ten most expensive layers. The input npz is keyed by the model's input names.
 onnxruntime runs come from the ONNX frontend's `run_onnx`
