@@ -353,6 +353,7 @@ def module_name(module) -> str:
 def deploy(req: Request) -> int:
     from tpuc.deploy import deploy_prefix, lower
     from tpuc.files import OutputSet
+    from tpuc.ir import output_names
     from tpuc.module_io import save_module
     from tpuc.pipeline import pipeline_text
     from tpuc.tools import deploy_quant_io as quant_io
@@ -385,6 +386,7 @@ def deploy(req: Request) -> int:
             before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
         )
         stages.done("lower")
+        tpu_outputs = output_names(data.module)  # before strip-io-quant renames them
         io_plan = None
         if req.quant_io is not None:
             io_plan = quant_io.make_plan(data.module, req.quant_io, req.mode, say)
@@ -421,7 +423,7 @@ def deploy(req: Request) -> int:
             stages.done("bmodel check")
     say(f"saved {', '.join(str(p) for p in written)}")
     if check is not None:
-        report(req, check, data.module)
+        report(req, check, tpu_outputs)
         if not check.passed:
             raise TpucError(check.failure(req.mode))
         say(f"TPU module matches the reference (--tolerance {req.tolerance})")
@@ -568,18 +570,16 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     return path
 
 
-def report(req: Request, check: Verification, module) -> None:
+def report(req: Request, check: Verification, outputs: list[str]) -> None:
     """Per-tensor lines (all with --debug, else the failing ones), the
-    summary, and a table of the final outputs."""
-    from tpuc.ir import output_names
-
+    summary, and a table of the final outputs (the TPU module's, as checked)."""
     result = check.result
     width = max([32] + [len(r.name) for r in result.rows])
     for row in result.rows if req.debug else result.failures[:MAX_FAILURE_LINES]:
         print(row.line(width))
     for line in result.summary_lines():
         print(line)
-    for line in result.table([n for n in output_names(module) if result.row(n)]):
+    for line in result.table([n for n in outputs if result.row(n)]):
         print(f"  {line}")
 
 
