@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -184,6 +184,7 @@ class Verification:
     layer: Layer | None = None
     searched: bool = False  # whether the layer search ran
     timings: dict[str, float] = field(default_factory=dict)
+    stored: dict[str, np.ndarray] = field(default_factory=dict)  # `keep`: stored values
 
     @property
     def passed(self) -> bool:
@@ -251,13 +252,16 @@ def verify(
     excepts: Iterable[str] = (),
     compare_all: bool = False,
     progress: bool = False,
+    keep: Collection[str] = (),
 ) -> Verification:
     """Run the TPU module on `inputs` and compare its real values (every
     tensor with `compare_all`, else the outputs) with `reference` (default:
     the TOP module run on the same inputs). On failure, compare layer by
     layer with TOP (the reference when it holds every layer, else a TOP run)
     to find the first one below tolerance. `weights` holds both modules'
-    weights (lowering adds to the TOP store)."""
+    weights (lowering adds to the TOP store). The tensors named in `keep`
+    are returned too: their stored values in `stored`, their real values
+    with the others (the bmodel check of --quant_input/--quant_output)."""
     from tpuc.compare import compare_arrays
     from tpuc.interp.tpu_interpreter import TpuInterpreter
 
@@ -266,8 +270,16 @@ def verify(
     clock = _Clock()
     interp = TpuInterpreter(tpu_module)
 
+    kept: dict[str, np.ndarray] = {}
+
+    def observe(step, _args, results) -> None:
+        for name, result in zip(step.names, results, strict=True):
+            if name in keep:
+                kept[name] = np.array(result, np.float32)
+
     def run_tpu(dump_all: bool) -> dict[str, np.ndarray]:
-        stored = interp.run(weights, inputs, dump_all=dump_all, progress=progress)
+        watch = observe if keep and not kept else None
+        stored = interp.run(weights, inputs, dump_all=dump_all, progress=progress, observe=watch)
         return interp.real_values(stored)
 
     values = clock.stage("TPU interpreter", lambda: run_tpu(compare_all))
@@ -282,7 +294,8 @@ def verify(
     )
     if not result.rows:
         raise TpucError("no tensor of the TPU interpreter matches a reference tensor by name")
-    check = Verification(values, result, timings=clock.timings)
+    check = Verification(values, result, timings=clock.timings, stored=kept)
+    values.update({k: v for k, v in interp.real_values(kept).items() if k not in values})
     if result.passed:
         return check
 

@@ -13,6 +13,10 @@ order of passes is written in one place only.
                       layer-group, address-assign              -> TPU_ADDRESSED
     codegen           codegen                                  -> the bmodel
 
+Between lower and finalize, model_deploy.py --quant_input/--quant_output
+runs strip-io-quant (TPU_LOWERED, unchanged; tpuc.tools.deploy_quant_io),
+as TPU-MLIR runs it right before weight-reorder.
+
 `tpuc-opt -p transform`, `-p 'lower{chip=... mode=...}'`, `-p finalize` and
 `-p codegen` run a whole stage.
 """

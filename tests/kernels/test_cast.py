@@ -17,6 +17,7 @@ from tpuc.kernels.cast import (
     convert,
     from_real,
     rescale,
+    stored_input,
     to_real,
 )
 from tpuc.kernels.element import F32, Element, quantized
@@ -56,6 +57,30 @@ def test_from_real_rounds_half_away_and_saturates():
 def test_from_real_adds_the_zero_point_and_clamps_both_ends():
     # x / 0.25 = [-20, 400, 0.5, -0.5, 1.5] -> [-20, 400, 1, -1, 2] + 3, clamped
     assert from_real(a(-5, 100, 0.125, -0.125, 0.375), U8_Z3).tolist() == [0, 255, 4, 2, 5]
+
+
+def test_stored_input_takes_integers_as_stored_and_quantizes_reals():
+    # an int8 array is the stored values; the same numbers as floats are real values
+    assert stored_input(np.array([-3, 5], np.int8), I8_HALF, "x").tolist() == [-3, 5]
+    assert stored_input(a(-3, 5), I8_HALF, "x").tolist() == [-6, 10]
+    assert stored_input(np.array([0, 255], np.uint8), U8_Z3, "x").tolist() == [0, 255]
+    with pytest.raises(
+        TpucError, match=r"input 'x': stored values -1\.\.255 outside u8's \[0, 255\]"
+    ):
+        stored_input(np.array([-1, 255], np.int16), U8_Z3, "x")
+    assert stored_input(np.array([1, 2], np.int32), F16, "x").tolist() == [1, 2]  # float input
+
+
+def test_bmodel_input_scale_round_trips_to_the_chips_multiplier():
+    """A bmodel input stores f32(1/S) (TPU-MLIR); the runtimes rebuild S from
+    it and from_real multiplies by f32(1/S) again: the very same float32."""
+    from tpuc.bmodel import input_scale
+
+    rng = np.random.default_rng(0)
+    for s in np.concatenate([rng.uniform(1e-4, 1.0, 2000), [1 / 127, 2.64 / 127, 1 / 255]]):
+        stored = np.float32(input_scale(float(s)))  # what the bmodel holds
+        again = np.float32(1.0 / input_scale(float(stored)))
+        assert again == stored == np.float32(1.0 / float(s))
 
 
 @pytest.mark.parametrize(

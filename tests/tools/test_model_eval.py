@@ -87,6 +87,25 @@ def test_every_stage_scores_the_digits_like_onnxruntime(digits, capsys):
     assert top1 / n > 0.9  # a real classifier, not chance
 
 
+def test_quantized_io_bmodel_scores_as_its_tpu_module(digits, capsys):
+    """A bmodel with int8 edges (--quant_input --quant_output): model_eval feeds
+    it the preprocessed float images (the runtime quantizes them with the
+    bmodel's input scale) and reads its int8 logits dequantized."""
+    work, _, _ = digits
+    folder = work / "quant_io"
+    argv = ["--mlir", str(work / "d.mlir"), "--quantize", "INT8", "--chip", "bm1684x"]
+    argv += ["--calibration_table", str(work / "d_cali"), "--test_input", str(work / "in.npz")]
+    argv += ["--model", str(folder / "dq.bmodel"), "--quant_input", "--quant_output"]
+    assert model_deploy.run(argv) == 0
+    tpu = next(work.glob("d_bm1684x_int8_sym_tpu.mlir"))
+    stages = ",".join(str(p) for p in (work / "d.mlir", tpu, folder / "dq.bmodel"))
+    argv = ["--stages", stages, "--dataset", str(work / "data"), "--postprocess_type", "topx"]
+    code, out, err = run_main(model_eval.main, argv + ["--no_progress"], capsys)
+    assert code == 0, err
+    rows = stage_rows(out)
+    assert rows[tpu.name] == rows["dq.bmodel"]
+
+
 def test_padding_is_not_scored(digits, capsys):
     work, images, labels = digits
     count = 21  # one full batch and one padded with 11 repeats

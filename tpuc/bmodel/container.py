@@ -37,6 +37,7 @@ from tpuc.bmodel.model import (
     NetParameter,
     SubNet,
     TensorDesc,
+    input_scale,
 )
 from tpuc.dtypes import DTYPE_BYTES, DTYPE_CODES
 from tpuc.errors import TpucError
@@ -57,6 +58,7 @@ __all__ = [
     "NetParameter",
     "SubNet",
     "TensorDesc",
+    "input_scale",
     "bmodel_time",
     "load_bmodel_file",
     "read_bmodel",

@@ -66,6 +66,15 @@ class TensorDesc:
         self.zero_point = int(self.zero_point)
 
 
+def input_scale(scale: float) -> float:
+    """Tensor.scale of a quantized network input as TPU-MLIR writes it
+    (BMCodegen): 1/S, the factor a real value is multiplied by to quantize
+    it, where every other tensor stores S. Its own inverse: a reader gets S
+    back with `input_scale(desc.scale)`, and f32(1/that) is the stored
+    float32 1/S exactly, so quantizing with it matches the chip's Cast."""
+    return 1.0 / float(scale)
+
+
 @dataclass
 class CmdGroup:
     """The command streams of one group: compute engine (bdc) and DMA (gdma)."""

@@ -29,7 +29,9 @@ from tpuc.interp.top_interpreter import TopInterpreter, fit_weight
 from tpuc.interp.tpu_kernels import TPU_KERNELS
 from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
 from tpuc.interp.tpu_kernels.float_ops import rounded
+from tpuc.interp.tpu_kernels.params import element_record
 from tpuc.ir import element_of, inline_weight, int_width, kind_of
+from tpuc.kernels.cast import stored_input
 
 
 def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
@@ -112,9 +114,15 @@ class TpuInterpreter(TopInterpreter):
 
     @staticmethod
     def _input(op: top.InputOp, expected, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Real input values, stored in the input's type (normally f32)."""
+        """Real input values, stored in the input's type (normally f32); an
+        input kept quantized (strip-io-quant) also takes its stored integers
+        as an integer array, as the bmodel does."""
         array = TopInterpreter._input(op, expected, inputs)
-        return from_real(array, element_of(op.results[0]))
+        element = element_of(op.results[0])
+        given = np.asarray(inputs[op.names[0]])
+        if isinstance(element, UniformQuantizedType) and given.dtype.kind in "iu":
+            return stored_input(given.reshape(array.shape), element_record(element), op.names[0])
+        return from_real(array, element)
 
     def real_values(self, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs of `run` as real float32 values: S·(q − Z) for quantized

@@ -37,6 +37,23 @@ def from_real(x: Array, element: Element, round_mode: str = DEFAULT_ROUND) -> Ar
     return np.clip(q, element.qmin, element.qmax, out=q)
 
 
+def stored_input(x: np.ndarray, element: Element, name: str) -> Array:
+    """A network input as the device stores it (TPU-MLIR's model_runner):
+    an integer array for a quantized input is taken as its stored values
+    (checked against the type's range), anything else is a real value,
+    quantized by `from_real`."""
+    array = np.asarray(x)
+    if not (element.quantized and array.dtype.kind in "iu"):
+        return from_real(np.asarray(array, np.float32), element)
+    low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
+    if low < element.qmin or high > element.qmax:
+        raise TpucError(
+            f"input '{name}': stored values {low}..{high} outside {element.dtype}'s "
+            f"[{element.qmin}, {element.qmax}] (give real values as float)"
+        )
+    return np.asarray(array, np.float32)
+
+
 def to_real(x: Array, element: Element) -> Array:
     """Stored values of `element` as real float32 values: S·(q − Z)."""
     if not element.quantized:

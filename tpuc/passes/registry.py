@@ -17,6 +17,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "import-calibration-table": ("tpuc.passes.import_calibration", "ImportCalibrationTablePass"),
     "processor-assign": ("tpuc.passes.processor_assign", "ProcessorAssignPass"),
     "convert-top-to-tpu": ("tpuc.passes.lowering.convert", "ConvertTopToTpuPass"),
+    "strip-io-quant": ("tpuc.passes.strip_io_quant", "StripIOQuantPass"),
     "weight-reorder": ("tpuc.passes.weight_reorder", "WeightReorderPass"),
     "subnet-divide": ("tpuc.passes.subnet_divide", "SubnetDividePass"),
     "layer-group": ("tpuc.passes.layer_group", "LayerGroupPass"),

@@ -48,12 +48,14 @@ def check_bmodel(
     source: str,
     inputs: Mapping[str, np.ndarray],
     expected: Mapping[str, np.ndarray],
+    out_fixed: bool = False,
 ) -> BmodelCheck:
-    """Load `data` as the simulator loads a file, run it, compare outputs."""
+    """Load `data` as the simulator loads a file, run it, compare outputs
+    (`out_fixed`: quantized outputs as their stored integers)."""
     from tpuc.bmodel import read_bmodel
     from tpuc.runtime.program import Program
 
     start = time.perf_counter()
     program = Program(read_bmodel(data, source), source)
-    outputs = program.run(inputs)
+    outputs = program.run(inputs, out_fixed=out_fixed)
     return BmodelCheck(outputs, differences(outputs, expected), time.perf_counter() - start)

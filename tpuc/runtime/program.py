@@ -15,10 +15,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, load_bmodel_file
+from tpuc.bmodel import BModel, NetParameter, SubNet, TensorDesc, input_scale, load_bmodel_file
 from tpuc.bmodel.model import select_stage
 from tpuc.bmodel.validate import validate_model
 from tpuc.chips import get_chip
+from tpuc.dtypes import to_storage
 from tpuc.errors import TpucError
 from tpuc.isa.records import (
     ENGINE_GDMA,
@@ -30,7 +31,7 @@ from tpuc.isa.records import (
     TensorRecord,
     split_commands,
 )
-from tpuc.kernels.cast import from_real, to_real
+from tpuc.kernels.cast import stored_input, to_real
 from tpuc.kernels.executor import Executor
 from tpuc.runtime.device import Device, Region
 from tpuc.runtime.engine import Step, element_of, engine_step
@@ -169,13 +170,13 @@ class Program:
                 f"input '{desc.name}' has shape {list(array.shape)}, "
                 f"the bmodel expects {list(expected)}"
             )
-        record = desc_record(desc)
+        record = desc_record(desc, network_input=True)
         floating = desc.dtype in ("f32", "f16", "bf16")
         if array.dtype.kind not in ("f" if floating else "fiu"):
             raise TpucError(
                 f"input '{desc.name}' has dtype {array.dtype}, the bmodel's input is {desc.dtype}"
             )
-        stored = from_real(np.asarray(array, np.float32), element_of(record))
+        stored = stored_input(array, element_of(record), desc.name)
         self.device.write(record, self.neurons, stored)
 
     def records_for(self, desc: TensorDesc) -> TensorRecord:
@@ -219,8 +220,12 @@ class Program:
     def value(self, record: TensorRecord, out_fixed: bool) -> np.ndarray:
         """A tensor's current contents: real values, or stored ones."""
         stored = self.device.read(record, self.device.region(record, "tensor"))
-        if out_fixed or record.dtype in ("f32", "f16", "bf16"):
+        if record.dtype in ("f32", "f16", "bf16"):
             return np.asarray(stored, np.float32)
+        if (
+            out_fixed and record.flags & TENSOR_QUANTIZED
+        ):  # in their own dtype, as TPU-MLIR saves them
+            return to_storage(np.asarray(stored), record.dtype)
         return to_real(stored, element_of(record))
 
 
@@ -252,15 +257,16 @@ class Dumper:
             self.values[name] = self.program.value(record, self.out_fixed)
 
 
-def desc_record(desc: TensorDesc) -> TensorRecord:
-    """A bmodel Tensor as a tensor record (8-bit integers are quantized)."""
+def desc_record(desc: TensorDesc, network_input: bool = False) -> TensorRecord:
+    """A bmodel Tensor as a tensor record (8-bit integers are quantized; a
+    network input's Tensor.scale is 1/S, `input_scale`)."""
     quantized = desc.dtype in ("i8", "u8")
     return TensorRecord(
         desc.device_addr,
         desc.dtype,
         tuple(desc.shape),
         flags=TENSOR_QUANTIZED if quantized else 0,
-        scale=desc.scale,
+        scale=input_scale(desc.scale) if quantized and network_input else desc.scale,
         zero_point=desc.zero_point,
         storage_min=-128 if desc.dtype == "i8" else 0,
         storage_max=127 if desc.dtype == "i8" else 255,

@@ -121,8 +121,9 @@ def native_differences(
     return found
 
 
-def run_native_check(bmodel: bytes, inputs, vendor) -> dict[str, np.ndarray]:
-    """The bmodel's outputs in the vendor runtime (it loads files: a temporary one)."""
+def run_native_check(bmodel: bytes, inputs, vendor, fixed: bool = False) -> dict[str, np.ndarray]:
+    """The bmodel's outputs in the vendor runtime (it loads files: a
+    temporary one); `fixed`: quantized outputs as their stored integers."""
     import tempfile
 
     from tpuc.vendor.run import run_native
@@ -130,7 +131,7 @@ def run_native_check(bmodel: bytes, inputs, vendor) -> dict[str, np.ndarray]:
     with tempfile.TemporaryDirectory(prefix="tpuc-native-") as folder:
         path = Path(folder) / "model.bmodel"
         path.write_bytes(bmodel)
-        return run_native(path, inputs, vendor)
+        return run_native(path, inputs, vendor, fixed)
 
 
 __all__ = [

@@ -20,6 +20,10 @@ Steps (each announced on one line):
 5. with --test_input (unless --skip_validation): run the bmodel in the
    device simulator -> `<prefix>_model_outputs.npz`, which must equal the
    TPU interpreter's outputs bit for bit.
+--quant_input / --quant_output strip the casts at the network's edges
+before step 4 (tpuc.tools.deploy_quant_io): the bmodel keeps its stored
+int8/uint8 inputs and outputs, checked against the TPU interpreter's tensors
+before the removed casts.
 All files go next to --model and are written together; a bad request leaves
 nothing behind.
 """
@@ -88,6 +92,28 @@ def build_parser():
     )
     parser.add_argument(
         "--quantize_table", help="qtable: 'layer_name MODE' lines overriding --quantize per layer"
+    )
+    parser.add_argument(
+        "--quant_input",
+        action="store_true",
+        help="strip the inputs' casts: the bmodel takes the stored int8/uint8 (F16/BF16: "
+        "f16/bf16) values; its input scale is 1/S, as TPU-MLIR writes it",
+    )
+    parser.add_argument(
+        "--quant_output",
+        action="store_true",
+        help="strip the outputs' casts: the bmodel returns the stored int8/uint8 (F16/BF16: "
+        "f16/bf16) values with their scale and zero point",
+    )
+    parser.add_argument(
+        "--quant_input_list",
+        default="",
+        help="with --quant_input: only these inputs, 1-based, e.g. 1,3 (default: all)",
+    )
+    parser.add_argument(
+        "--quant_output_list",
+        default="",
+        help="with --quant_output: only these outputs, 1-based, e.g. 1,3 (default: all)",
     )
     parser.add_argument(
         "--tolerance", default="0.8,0.5", help="minimum cosine,euclid similarity (0.8,0.5)"
@@ -168,6 +194,7 @@ class Request:
     disable_layer_group: bool = False
     codegen: str = "tpuc"
     vendor: object = None  # the vendor component (tpuc.vendor.fetch.VendorPaths) for native
+    quant_io: object = None  # --quant_input / --quant_output (deploy_quant_io.QuantIO)
 
     @property
     def folder(self) -> Path:
@@ -182,6 +209,7 @@ class Request:
 def check_request(args) -> Request:
     """Everything that can be checked before the module is read."""
     from tpuc.compare import Tolerance
+    from tpuc.tools.deploy_quant_io import QuantIO
 
     def optional(value: str | None, flag: str) -> Path | None:
         return existing_file(value, flag) if value is not None else None
@@ -192,6 +220,7 @@ def check_request(args) -> Request:
     if args.test_reference is not None and not test_input:
         raise TpucError("--test_reference needs --test_input (the input it was computed on)")
     qtable = optional(args.quantize_table, "--quantize_table")
+    quant_io = QuantIO.parse(args, say)
     _use_own_table(args)
     _check_target(args, qtable)
     model = Path(args.model)
@@ -221,6 +250,7 @@ def check_request(args) -> Request:
         disable_layer_group=bool(args.disable_layer_group),
         codegen=args.codegen,
         vendor=vendor,
+        quant_io=quant_io,
     )
 
 
@@ -323,12 +353,16 @@ def module_name(module) -> str:
 def deploy(req: Request) -> int:
     from tpuc.deploy import deploy_prefix, lower
     from tpuc.files import OutputSet
+    from tpuc.ir import output_names
     from tpuc.module_io import save_module
     from tpuc.pipeline import pipeline_text
+    from tpuc.tools import deploy_quant_io as quant_io
 
     stages = Stages()
     say(f"loading {req.mlir}")
     data = load(req)
+    if req.quant_io is not None:
+        quant_io.check_lists(data.module, req.quant_io)
     stages.done("load")
     name = module_name(data.module)
     prefix = deploy_prefix(name, req.chip, req.mode, req.asymmetric)
@@ -352,6 +386,10 @@ def deploy(req: Request) -> int:
             before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
         )
         stages.done("lower")
+        tpu_outputs = output_names(data.module)  # before strip-io-quant renames them
+        io_plan = None
+        if req.quant_io is not None:
+            io_plan = quant_io.make_plan(data.module, req.quant_io, req.mode, say)
         if req.debug and req.cali_table is not None:
             written.append(_save_calibrated(out, req, path("_top_calibrated.mlir")))
         tpu_mlir, weights = path("_tpu.mlir"), path("_tpu_weight.npz")
@@ -360,11 +398,12 @@ def deploy(req: Request) -> int:
         stages.done("save")
         if data.inputs is not None:
             outputs = path("_tpu_outputs.npz")
-            check = validate(req, data, top, outputs)
+            check = validate(req, data, top, outputs, quant_io.keep_names(io_plan))
             stages.add(check.timings)
             out.save_npz(outputs, check.values)
             written.append(outputs)
             stages.done("save outputs")
+        quant_io.strip(data.module, io_plan)
         if req.codegen == "native":
             compiled = native(req, data, out, path, written)
         else:
@@ -373,15 +412,18 @@ def deploy(req: Request) -> int:
             say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
         stages.done("codegen")
         if check is not None and not req.skip_validation:
+            expected = quant_io.expected_values(check.values, check.stored, io_plan)
+            fixed = quant_io.any_quantized_output(io_plan)
             bmodel_check = run_bmodel(
-                req, compiled.bmodel, data.inputs, check.values, compiled.module
+                req, compiled.bmodel, data.inputs, expected, compiled.module, fixed
             )
-            out.save_npz(path("_model_outputs.npz"), bmodel_check.outputs)
+            saved = quant_io.real_outputs(bmodel_check.outputs, io_plan)
+            out.save_npz(path("_model_outputs.npz"), saved)
             written.append(path("_model_outputs.npz"))
             stages.done("bmodel check")
     say(f"saved {', '.join(str(p) for p in written)}")
     if check is not None:
-        report(req, check, data.module)
+        report(req, check, tpu_outputs)
         if not check.passed:
             raise TpucError(check.failure(req.mode))
         say(f"TPU module matches the reference (--tolerance {req.tolerance})")
@@ -461,9 +503,10 @@ def estimate_latency(req: Request, bmodel: bytes) -> str:
     return estimate(read_bmodel(bmodel, str(req.model)), str(req.model)).summary()
 
 
-def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None):
+def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None, fixed: bool = False):
     """The bmodel in the device simulator (or, native, the vendor runtime),
-    against the TPU interpreter."""
+    against the TPU interpreter (`fixed`: quantized outputs as their stored
+    integers, --quant_output)."""
     from tpuc.runtime.check import BmodelCheck, check_bmodel
 
     if req.codegen == "native":
@@ -471,18 +514,21 @@ def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None):
 
         say(f"running {req.model} in the vendor runtime; comparing with the TPU interpreter")
         start = time.perf_counter()
-        outputs = run_native_check(bmodel, inputs, req.vendor)
+        outputs = run_native_check(bmodel, inputs, req.vendor, fixed)
         threshold, how = check_kind(req.mode, req.qtable is not None, module)
         say(f"comparing {how}")
         found = native_differences(outputs, expected, threshold)
         return BmodelCheck(outputs, found, time.perf_counter() - start)
 
     say(f"running {req.model} in the device simulator; comparing with the TPU interpreter")
-    return check_bmodel(bmodel, str(req.model), inputs, expected)
+    return check_bmodel(bmodel, str(req.model), inputs, expected, fixed)
 
 
-def validate(req: Request, data: Loaded, top, outputs_path: Path) -> Verification:
-    """Run the TPU interpreter and compare with the reference."""
+def validate(
+    req: Request, data: Loaded, top, outputs_path: Path, keep: list[str] | None = None
+) -> Verification:
+    """Run the TPU interpreter and compare with the reference (`keep`: more
+    tensors to return, stored and real)."""
     from tpuc.deploy import verify
 
     what = f"{req.test_reference}" if data.reference is not None else "the TOP interpreter"
@@ -497,6 +543,7 @@ def validate(req: Request, data: Loaded, top, outputs_path: Path) -> Verificatio
         excepts=req.excepts,
         compare_all=req.compare_all,
         progress=sys.stderr.isatty(),
+        keep=keep or (),
     )
     return check
 
@@ -523,18 +570,16 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     return path
 
 
-def report(req: Request, check: Verification, module) -> None:
+def report(req: Request, check: Verification, outputs: list[str]) -> None:
     """Per-tensor lines (all with --debug, else the failing ones), the
-    summary, and a table of the final outputs."""
-    from tpuc.ir import output_names
-
+    summary, and a table of the final outputs (the TPU module's, as checked)."""
     result = check.result
     width = max([32] + [len(r.name) for r in result.rows])
     for row in result.rows if req.debug else result.failures[:MAX_FAILURE_LINES]:
         print(row.line(width))
     for line in result.summary_lines():
         print(line)
-    for line in result.table([n for n in output_names(module) if result.row(n)]):
+    for line in result.table([n for n in outputs if result.row(n)]):
         print(f"  {line}")
 
 

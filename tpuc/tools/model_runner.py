@@ -12,7 +12,10 @@ onnxruntime; `.tflite` in LiteRT's reference kernels (inputs and outputs in
 the model's own layout, NHWC for images). With `--dump_all_tensors` every
 intermediate tensor is saved too (a bmodel needs the `_tensor_location.json`
 model_deploy wrote next to it). `--out_fixed` keeps the stored integers of
-quantized tensors instead of their real values. `--profile FILE` (a .bmodel
+quantized tensors instead of their real values. A bmodel's int8/uint8 input
+(model_deploy.py --quant_input) takes an integer array as its stored values
+and quantizes a float one with the bmodel's input scale, as TPU-MLIR's
+model_runner does. `--profile FILE` (a .bmodel
 only) writes the cycle model's per-command timeline as JSON and prints the
 ten most expensive layers. The input npz is keyed by the model's input names.
 onnxruntime runs come from the ONNX frontend's `run_onnx`
@@ -108,6 +111,8 @@ def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict
             f"--model {model_path}: a {state} module has reordered weights; run the _tpu.mlir "
             "or the bmodel instead"
         )
+    # integer arrays stay integers: a quantized input (strip-io-quant) takes them as stored values
+    feed = {k: inputs[k] if inputs[k].dtype.kind in "iu" else v for k, v in feed.items()}
     interpreter = TpuInterpreter(module)
     outputs = interpreter.run(store, feed, dump_all=options.dump_all)
     return outputs if options.out_fixed else interpreter.real_values(outputs)
@@ -136,12 +141,12 @@ def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
     from tpuc.vendor.run import is_native, run_native
 
     if is_native(model_path):
-        if options.dump_all or options.out_fixed or options.chip:
+        if options.dump_all or options.chip:
             raise TpucError(
                 f"{model_path}: a native bmodel runs in the vendor runtime, which gives its "
-                "outputs only (no --dump_all_tensors, --out_fixed or --chip)"
+                "outputs only (no --dump_all_tensors or --chip)"
             )
-        return run_native(model_path, inputs)
+        return run_native(model_path, inputs, fixed=options.out_fixed)
 
     shapes = {name: np.shape(value) for name, value in inputs.items()}
     program = load_bmodel(model_path, device=options.chip, shapes=shapes)

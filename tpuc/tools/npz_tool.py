@@ -8,6 +8,8 @@ Subcommands (TPU-MLIR's names):
   rename    copy a file with one tensor renamed
   extract   copy a file keeping only some tensors
   to_dat    raw little-endian bytes of the tensors, one after the other
+  quant_input  the inputs as a bmodel built with --quant_input takes them
+            (tpuc's own subcommand: TPU-MLIR's model_runner does it in memory)
 No subcommand ever rewrites its input file.
 """
 
@@ -70,6 +72,20 @@ def build_parser():
     to_dat = add_command(sub, "to_dat", "write the tensors' raw bytes to a .dat file")
     to_dat.add_argument("npz", help="the .npz file")
     to_dat.add_argument("-o", "--output", required=True, help="the .dat file")
+
+    quant = add_command(
+        sub,
+        "quant_input",
+        "write the inputs as a bmodel stores them (int8/uint8 for --quant_input)",
+        "Each tensor named after a bmodel input is written as that input stores it: for an "
+        "int8/uint8 input (model_deploy.py --quant_input) round(x * (1/S)) + Z, clamped, with "
+        "the chip's rounding (half away from zero), S and Z from the bmodel (its input scale "
+        "holds 1/S, as in TPU-MLIR); f16/bf16 inputs rounded; other tensors copied. "
+        "model_runner.py does the same to a float input by itself.",
+    )
+    quant.add_argument("npz", help="the real-valued input .npz (left unchanged)")
+    quant.add_argument("model", help="the .bmodel (tpuc's own or native)")
+    quant.add_argument("-o", "--output", required=True, help="the new .npz file")
     return parser
 
 
@@ -228,6 +244,35 @@ def cmd_to_dat(args) -> int:
     return 0
 
 
+def cmd_quant_input(args) -> int:
+    import numpy as np
+
+    from tpuc.files import OutputSet, load_npz
+    from tpuc.tools.cli import existing_file
+    from tpuc.vendor.run import bmodel_inputs, to_device
+
+    existing_file(args.model, "model")
+    descs = {d.name: d for d in bmodel_inputs(args.model)}
+    data = load_npz(args.npz)
+    missing = [name for name in descs if name not in data]
+    if missing:
+        raise TpucError(f"{args.npz}: no tensor for the bmodel input(s) {', '.join(missing)}")
+    converted = {}
+    for name, array in data.items():
+        desc = descs.get(name)
+        if desc is not None and int(np.prod(array.shape)) != int(np.prod(desc.shape)):
+            raise TpucError(
+                f"{args.npz}: tensor '{name}' has shape {list(array.shape)}, the bmodel's "
+                f"input {list(desc.shape)}"
+            )
+        converted[name] = array if desc is None else to_device(desc, array)
+    with OutputSet(protected=(args.npz, args.model)) as out:
+        out.save_npz(args.output, converted)
+    kinds = ", ".join(f"{n} {converted[n].dtype}" for n in descs)
+    print(f"wrote {args.output} ({kinds})")
+    return 0
+
+
 COMMANDS = {
     "dump": cmd_dump,
     "compare": cmd_compare,
@@ -235,6 +280,7 @@ COMMANDS = {
     "rename": cmd_rename,
     "extract": cmd_extract,
     "to_dat": cmd_to_dat,
+    "quant_input": cmd_quant_input,
 }
 
 

@@ -1,9 +1,10 @@
 """Run a native bmodel in the vendor runtime on its chip model.
 
 Inputs are real values by tensor name (quantized here when the bmodel's
-input is an integer tensor, as the TPU interpreter quantizes them); outputs
-come back as real values by name (dequantized with the tensor's scale and
-zero point), so they compare with the TPU interpreter's directly.
+input is an integer tensor, as the TPU interpreter quantizes them) or, for
+such an input, its stored integers; outputs come back as real values by
+name (dequantized with the tensor's scale and zero point), so they compare
+with the TPU interpreter's directly, or as the stored integers.
 """
 
 from __future__ import annotations
@@ -14,31 +15,43 @@ from pathlib import Path
 import numpy as np
 
 from tpuc.bmodel.model import select_stage
-from tpuc.bmodel.native import NATIVE_TYPE, NativeIO, model_type, read_native_stages
+from tpuc.bmodel.native import (
+    NATIVE_TYPE,
+    NativeIO,
+    model_type,
+    read_native_io,
+    read_native_stages,
+)
 from tpuc.dtypes import DTYPE_CODES, STORAGE
 from tpuc.errors import TpucError
 from tpuc.files import read_bytes
 from tpuc.vendor.fetch import VendorPaths, locate
 
+QUANTIZED = ("i8", "u8")  # the bmodel dtypes that carry a scale and zero point
 
-def _element(desc):
-    """The kernel library's element type of a bmodel tensor (quantized when integer)."""
+
+def _element(desc, network_input: bool = False):
+    """The kernel library's element type of a bmodel tensor (quantized when
+    integer; a network input's Tensor.scale is 1/S, `input_scale`)."""
+    from tpuc.bmodel import input_scale
     from tpuc.kernels.element import Element
 
     if desc.dtype in ("f32", "f16", "bf16"):
         return Element(desc.dtype)
     info = np.iinfo(STORAGE[desc.dtype])
-    return Element(desc.dtype, desc.scale, desc.zero_point, int(info.min), int(info.max))
+    scale = input_scale(desc.scale) if network_input else desc.scale
+    return Element(desc.dtype, scale, desc.zero_point, int(info.min), int(info.max))
 
 
-def _to_device(desc, value: np.ndarray) -> np.ndarray:
-    """Real values as the tensor stores them, quantized as the chip and the
-    TPU interpreter quantize (tpuc.kernels.cast.from_real)."""
+def to_device(desc, value: np.ndarray) -> np.ndarray:
+    """An input as the tensor stores it: integer arrays of a quantized input
+    as they are, real values quantized as the chip and the TPU interpreter
+    quantize (tpuc.kernels.cast.stored_input, from_real)."""
     from tpuc.dtypes import to_storage
-    from tpuc.kernels.cast import from_real
+    from tpuc.kernels.cast import stored_input
 
-    value = np.asarray(value, dtype=np.float32).reshape(desc.shape)
-    return to_storage(from_real(value, _element(desc)), desc.dtype)
+    value = np.asarray(value).reshape(desc.shape)
+    return to_storage(stored_input(value, _element(desc, True), desc.name), desc.dtype)
 
 
 def _to_real(desc, stored: np.ndarray) -> np.ndarray:
@@ -83,14 +96,19 @@ class NativeRunner:
         given = {name: np.shape(value) for name, value in inputs.items()}
         return self.stages[select_stage(stages, given, str(self.path))]
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The outputs (real values, by name) for `inputs` (real values, by name)."""
+    def run(self, inputs: Mapping[str, np.ndarray], fixed: bool = False) -> dict[str, np.ndarray]:
+        """The outputs by name for `inputs` (real values, or the stored
+        integers of a quantized input): real values, or with `fixed` the
+        stored integers of quantized outputs (in their own dtype)."""
         io = self.stage_for(inputs)
-        args = [(DTYPE_CODES[t.dtype], _to_device(t, inputs[t.name])) for t in io.inputs]
+        args = [(DTYPE_CODES[t.dtype], to_device(t, inputs[t.name])) for t in io.inputs]
         outs = [(DTYPE_CODES[t.dtype], t.shape, STORAGE[t.dtype]) for t in io.outputs]
         stored = self.worker.call(f"running {self.path.name}", "run", str(self.path.resolve()),
                                   io.net, args, outs)  # fmt: skip
-        return {t.name: _to_real(t, s) for t, s in zip(io.outputs, stored, strict=True)}
+        return {
+            t.name: s if fixed and t.dtype in QUANTIZED else _to_real(t, s)
+            for t, s in zip(io.outputs, stored, strict=True)
+        }
 
     def close(self) -> None:
         self.worker.close()
@@ -103,11 +121,25 @@ class NativeRunner:
 
 
 def run_native(
-    path: str | Path, inputs: Mapping[str, np.ndarray], vendor: VendorPaths | None = None
+    path: str | Path,
+    inputs: Mapping[str, np.ndarray],
+    vendor: VendorPaths | None = None,
+    fixed: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The outputs (real values, by name) of the native bmodel at `path`."""
+    """The outputs of the native bmodel at `path` by name (see `NativeRunner.run`)."""
     with NativeRunner(path, vendor) as runner:
-        return runner.run(inputs)
+        return runner.run(inputs, fixed)
 
 
-__all__ = ["NativeRunner", "is_native", "run_native"]
+def bmodel_inputs(path: str | Path) -> list:
+    """The network inputs (TensorDesc) of a bmodel of either kind: tpuc's
+    own or native (read with the vendor's schema)."""
+    from tpuc.bmodel import read_bmodel
+
+    data = read_bytes(path, "bmodel file")
+    if model_type(data) == NATIVE_TYPE:
+        return list(read_native_io(data, locate().bmodel_fbs, str(path)).inputs)
+    return list(read_bmodel(data, str(path)).nets[0].parameters[0].inputs)
+
+
+__all__ = ["NativeRunner", "bmodel_inputs", "is_native", "run_native", "to_device"]

@@ -28,6 +28,7 @@ from tpuc.bmodel import (
     SubNet,
     TensorDesc,
     bmodel_time,
+    input_scale,
 )
 from tpuc.chips import Chip, get_chip
 from tpuc.dialects import top
@@ -79,14 +80,21 @@ def coefficients(module: ModuleOp, ops: Iterable[Operation]) -> tuple[bytes, lis
 
 
 def tensor_desc(value: SSAValue, name: str) -> TensorDesc:
+    """A bmodel Tensor; a quantized network input stores 1/S (`input_scale`)."""
     record = tensor_record(value, value.owner)
+    quantized = bool(record.flags & TENSOR_QUANTIZED)
+    scale = (
+        input_scale(record.scale)
+        if quantized and isinstance(value.owner, top.InputOp)
+        else record.scale
+    )
     return TensorDesc(
         name,
         record.dtype,
         record.shape,
         record.addr,
         record.nbytes,
-        record.scale,
+        scale,
         record.zero_point,
     )
 

@@ -20,7 +20,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from tpuc.bmodel import CmdGroup, Location, TensorDesc, bmodel_time
+from tpuc.bmodel import CmdGroup, Location, TensorDesc, bmodel_time, input_scale
 from tpuc.bmodel.native import NativeModel, NativeNet, encode_native
 from tpuc.dialects import top
 from tpuc.errors import TpucError
@@ -89,13 +89,16 @@ def _tensor(ctx: NativeContext, value: SSAValue, name: str) -> TensorDesc:
 
     quant = _quant_of(value)
     shape = value.type.get_shape()
+    scale = quant.scale if quant is not None else 1.0
+    if quant is not None and isinstance(value.owner, top.InputOp):
+        scale = input_scale(scale)  # TPU-MLIR's convention for a network input: 1/S
     return TensorDesc(
         name,
         dtype_name(value),
         shape,
         ctx.address(value),
         tensor_bytes(value),
-        quant.scale if quant is not None else 1.0,
+        scale,
         quant.zero_point if quant is not None else 0,
     )
 
