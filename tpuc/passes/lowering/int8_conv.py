@@ -126,8 +126,11 @@ def _reproduces(w: np.ndarray, scale: np.ndarray) -> bool:
 def epilogue(lw: Lowering, s_acc: Sequence[float] | np.ndarray) -> dict:
     """`build` arguments for the accumulator at real scales `s_acc`:
     requantized to the output's int8 scale, or (`Lowering.float_epilogue`)
-    dequantized straight to the float type its readers run in."""
-    element = lw.float_epilogue()
+    dequantized straight to the float type its readers run in. A
+    pre-quantized model's op keeps its int8 output: that rounding and
+    clamping to the model's own output scale is part of the model (a Keras
+    FC's logits saturate at the int8 range before its softmax)."""
+    element = None if is_pre_quantized(lw.op) else lw.float_epilogue()
     if element is None:
         s_out = model_scale(lw, lw.out_quant(0).scale)
         attrs = requant_attrs(lw, np.asarray(s_acc) / s_out)
