@@ -103,3 +103,20 @@ def test_full_integer_keras_cnn_deploys_with_its_own_scales(name, test_split, tm
           f"within 1 LSB {np.mean(lsb <= 1):.4f}, largest {lsb.max():.0f} LSB")  # fmt: skip
     assert accuracy(tpu, labels) == accuracy(ref, labels) > 0.95
     assert np.mean(lsb <= 1) >= 0.99
+
+
+def test_native_target_refuses_tflite_rounding_in_one_line(test_split, tmp_path, capsys, vendor):
+    """The vendor kernels have no TFLite double-rounding requant: every op
+    needing it is named in one line (it was a KeyError traceback)."""
+    feed, x, _ = test_split
+    mlir = transform(DATA / "keras_digits_int8.tflite", tmp_path, feed, len(x), "0.99,0.9")
+    argv = ["--mlir", str(mlir), "--chip", "bm1684x", "--quantize", "INT8", "--codegen",
+            "native", "--model", str(tmp_path / "m.bmodel")]  # fmt: skip
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        model_deploy.main(argv)
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert "cannot express 3 op(s)" in err and "round_mode DoubleRound" in err, err
+    assert not (tmp_path / "m.bmodel").exists()
