@@ -154,13 +154,14 @@ def test_fold_equals_litert(case, shape, tmp_path):
         np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
-def flatten_model() -> bytes:
+def flatten_model(batch: int = 1) -> bytes:
     """Keras' Flatten on a dynamic batch, then a Dense:
-    x [1,4,4,3] -> SHAPE -> STRIDED_SLICE(0, shrink) -> PACK(b, -1) -> RESHAPE
-    -> FULLY_CONNECTED (48 -> 5) -> y."""
+    x [batch,4,4,3] -> SHAPE -> STRIDED_SLICE(0, shrink) -> PACK(b, -1) ->
+    RESHAPE -> FULLY_CONNECTED (48 -> 5) -> y. TFLiteConverter stores a
+    dynamic batch as 1 (batch=1); other writers store -1."""
     rng = np.random.default_rng(3)
     tensors = [
-        T("x", [1, 4, 4, 3]),
+        T("x", [batch, 4, 4, 3]),
         T("shape", [4], type=INT32),
         T("begin", [1], i32(0)),
         T("end", [1], i32(1)),
@@ -168,10 +169,10 @@ def flatten_model() -> bytes:
         T("batch", [], type=INT32),
         T("minus_one", [], scalar(-1)),
         T("new_shape", [2], type=INT32),
-        T("flat", [1, 48]),
+        T("flat", [batch, 48]),
         T("w", [5, 48], rng.standard_normal((5, 48)).astype(np.float32)),
         T("b", [5], rng.standard_normal(5).astype(np.float32)),
-        T("y", [1, 5]),
+        T("y", [batch, 5]),
     ]
     ops = [
         Op("SHAPE", [0], [1], ("ShapeOptions", {"OutType": INT32})),
@@ -201,6 +202,19 @@ def test_flatten_on_a_dynamic_batch_matches_litert(shape, tmp_path):
     rows = (shape or [1])[0]
     assert f"tensor<{rows}x5xf32>" in mlir
     assert "SHAPE" not in mlir and "new_shape" not in mlir  # folded away, no weight left
+
+
+@pytest.mark.parametrize("shape, rows", [(None, 1), ([2, 4, 4, 3], 2)])
+def test_batch_stored_as_minus_one_is_one_unless_given(shape, rows, tmp_path):
+    path = tmp_path / "m.tflite"
+    path.write_bytes(flatten_model(batch=-1))
+    argv = ["--model_name", "m", "--model_def", str(path), "--mlir", str(tmp_path / "m.mlir")]
+    if shape is not None:
+        argv += ["--input_shapes", str([shape]).replace(" ", "")]
+    assert model_transform.run(argv) == 0
+    mlir = (tmp_path / "m.mlir").read_text()
+    assert f"tensor<{rows}x4x4x3xf32>" in mlir and f"tensor<{rows}x5xf32>" in mlir
+    assert "-1x" not in mlir
 
 
 def fails(tmp_path, capsys, data: bytes, *needles: str) -> str:

@@ -64,7 +64,7 @@ def convert_tflite(
     ops = needed_ops(model, outputs)
     converters = load_converters()
     scan_unsupported(model, ops, converters)
-    cv = TfliteConverter(model, trust_shapes=input_shapes is None or _same(model, shapes))
+    cv = TfliteConverter(model, trust_shapes=_same(model, shapes))
     cv.start(shapes)
     for op in ops:
         cv.convert(op)
@@ -98,10 +98,12 @@ def check_float_model(model: TModel) -> None:
 
 
 def resolve_input_shapes(model: TModel, given: Sequence[Sequence[int]] | None) -> list[list[int]]:
-    """Input shapes in the model's own layout (NHWC for images)."""
+    """Input shapes in the model's own layout (NHWC for images). A dynamic
+    dim the file stores as -1 (TFLiteConverter stores 1 and keeps -1 in
+    shape_signature) is 1 unless shapes are given."""
     tensors = [model.tensor(i) for i in model.inputs]
     if given is None:
-        return [list(t.shape) for t in tensors]
+        return [[d if d > 0 else 1 for d in t.shape] for t in tensors]
     if len(given) != len(tensors):
         names = ", ".join(t.name for t in tensors)
         raise TpucError(
