@@ -171,8 +171,8 @@ def _fill(a: FoldArgs) -> list[np.ndarray]:
 
 @folder("RANGE")
 def _range(a: FoldArgs) -> list[np.ndarray]:
-    start, limit, delta = (np.asarray(a.value(i, n)).reshape(()) for i, n in
-                           enumerate(("start", "limit", "delta")))  # fmt: skip
+    names = ("start", "limit", "delta")
+    start, limit, delta = (np.asarray(a.value(i, n)).reshape(()) for i, n in enumerate(names))
     if delta == 0:
         raise FoldError("delta is 0")
     return [np.arange(start, limit, delta)]
