@@ -251,9 +251,12 @@ class TfliteConverter(ModuleBuilder):
                 self.consts[index] = value
             return
         fn = self.converters.get(op.op)
-        if fn is None:
+        if fn is not None:
+            fn(self, op)
+        elif blocking is not None:
             raise unfoldable_error(self.model, op, blocking)
-        fn(self, op)
+        else:  # scan_unsupported lists these first
+            raise self.error(op, "tpuc neither converts nor folds this op")
 
     def finish(self, model_name: str, outputs: Sequence[int]) -> ModuleOp:
         """Return the requested tensors (4-D ones back in NHWC)."""
