@@ -63,7 +63,8 @@ def build_parser():
     parser.add_argument(
         "--input_shapes",
         help="input shapes, e.g. [[1,3,224,224],[1,10]], in the model's own layout (NHWC for "
-        "TFLite) (default: from the model; required for dynamic dims)",
+        "TFLite) (default: from the model; required for an ONNX model's dynamic dims; a "
+        "TFLite model's dynamic batch is 1)",
     )
     parser.add_argument(
         "--output_names", help="comma-separated tensors to use as outputs (cuts the graph)"

@@ -13,7 +13,7 @@ from tflite_builder import INT8, INT32, Op, T, build
 pytest.importorskip("ai_edge_litert")
 
 from tpuc.frontends.tflite.reference import run_tflite  # noqa: E402
-from tpuc.tools import model_deploy, model_transform  # noqa: E402
+from tpuc.tools import model_deploy, model_runner, model_transform  # noqa: E402
 
 RNG = np.random.default_rng(23)
 S_IN, ZP_IN = 4.0 / 127, -5
@@ -285,3 +285,51 @@ def test_prequantized_requantize_is_kept_and_rounds_as_tflite(tmp_path):
     tpu = np.load(next(tmp_path.glob("q_bm1684x_int8_asym_tpu_outputs.npz")))["y"]
     ref = run_tflite(str(path), {"x": x})["y"]
     assert float(np.mean(np.abs(np.round((tpu - ref) / s2)) == 0)) == 1.0
+
+
+def fc_softmax_model(s_fc: float) -> bytes:
+    """x -> QUANTIZE -> FULLY_CONNECTED (int8 logits at scale `s_fc`) ->
+    SOFTMAX (1/256, -128) -> DEQUANTIZE -> y: a Keras classifier's head."""
+    w = RNG.standard_normal((10, 16)).astype(np.float32)
+    s_w = np.abs(w).max(axis=1) / 127
+    qw = np.round(w / s_w[:, None]).astype(np.int8)
+    qb = np.round(RNG.standard_normal(10) / (S_IN * s_w)).astype(np.int32)
+    tensors = [
+        T("x", [8, 16]),
+        T("xq", [8, 16], type=INT8, scale=[S_IN], zero_point=[ZP_IN]),
+        T("w", [10, 16], qw, scale=list(s_w), zero_point=[0] * 10),
+        T("b", [10], qb, type=INT32, scale=list(S_IN * s_w), zero_point=[0] * 10),
+        T("logits", [8, 10], type=INT8, scale=[s_fc], zero_point=[40]),
+        T("yq", [8, 10], type=INT8, scale=[1 / 256], zero_point=[-128]),
+        T("y", [8, 10]),
+    ]
+    ops = [Op("QUANTIZE", [0], [1]), Op("FULLY_CONNECTED", [1, 2, 3], [4]),
+           Op("SOFTMAX", [4], [5], ("SoftmaxOptions", {"Beta": 1.0})),
+           Op("DEQUANTIZE", [5], [6])]  # fmt: skip
+    return build(tensors, ops, [0], [6])
+
+
+def test_prequantized_matmul_before_a_float_op_keeps_its_int8_output(tmp_path):
+    """The FC's int8 logits saturate at the model's own output range before
+    the softmax (which runs in float): the MatMul requantizes to int8 as the
+    model does instead of handing the softmax its unclamped accumulator.
+    TOP, in float, does not saturate: no TOP comparison, the bmodel's
+    output against LiteRT's."""
+    s_fc = 0.03  # logits beyond (127 - 40) * 0.03 = 2.61 saturate
+    path = tmp_path / "q.tflite"
+    path.write_bytes(fc_softmax_model(s_fc))
+    x = RNG.standard_normal((8, 16)).astype(np.float32) * 2
+    np.savez(tmp_path / "in.npz", x=x)
+    argv = ["--model_name", "q", "--model_def", str(path), "--mlir", str(tmp_path / "q.mlir")]
+    assert model_transform.run(argv) == 0
+    argv = ["--mlir", str(tmp_path / "q.mlir"), "--chip", "bm1684x", "--quantize", "INT8",
+            "--model", str(tmp_path / "q.bmodel")]  # fmt: skip
+    assert model_deploy.run(argv) == 0
+    argv = ["--input", str(tmp_path / "in.npz"), "--model", str(tmp_path / "q.bmodel"),
+            "--output", str(tmp_path / "out.npz")]  # fmt: skip
+    assert model_runner.run(argv) == 0
+    logits = run_tflite(str(path), {"x": x}, dump_all=True)["logits"]
+    assert np.mean(np.isclose(logits, (127 - 40) * s_fc)) > 0.03  # the case at hand
+    ref = run_tflite(str(path), {"x": x})["y"]
+    lsb = np.abs(np.round((np.load(tmp_path / "out.npz")["y"] - ref) * 256))
+    assert np.mean(lsb <= 1) >= 0.99, (float(np.mean(lsb <= 1)), float(lsb.max()))

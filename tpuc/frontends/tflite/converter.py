@@ -27,7 +27,7 @@ from tpuc.dialects.top.shape_infer import infer_op_shapes
 from tpuc.errors import TpucError, UnsupportedOpsError
 from tpuc.frontends.builder import ModuleBuilder
 from tpuc.frontends.tflite.model import TModel, TOperator, load_tflite
-from tpuc.frontends.tflite.registry import load_converters
+from tpuc.frontends.tflite.registry import load_converters, load_folders
 
 TO_NCHW = (0, 3, 1, 2)
 TO_NHWC = (0, 2, 3, 1)
@@ -64,7 +64,7 @@ def convert_tflite(
     ops = needed_ops(model, outputs)
     converters = load_converters()
     scan_unsupported(model, ops, converters)
-    cv = TfliteConverter(model, trust_shapes=input_shapes is None or _same(model, shapes))
+    cv = TfliteConverter(model, trust_shapes=_same(model, shapes))
     cv.start(shapes)
     for op in ops:
         cv.convert(op)
@@ -98,10 +98,12 @@ def check_float_model(model: TModel) -> None:
 
 
 def resolve_input_shapes(model: TModel, given: Sequence[Sequence[int]] | None) -> list[list[int]]:
-    """Input shapes in the model's own layout (NHWC for images)."""
+    """Input shapes in the model's own layout (NHWC for images). A dynamic
+    dim the file stores as -1 (TFLiteConverter stores 1 and keeps -1 in
+    shape_signature) is 1 unless shapes are given."""
     tensors = [model.tensor(i) for i in model.inputs]
     if given is None:
-        return [list(t.shape) for t in tensors]
+        return [[d if d > 0 else 1 for d in t.shape] for t in tensors]
     if len(given) != len(tensors):
         names = ", ".join(t.name for t in tensors)
         raise TpucError(
@@ -166,25 +168,34 @@ def needed_ops(model: TModel, outputs: Sequence[int]) -> list[TOperator]:
     return order
 
 
-FOLDABLE = {"DEQUANTIZE", "DENSIFY", "CAST", "RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS"}
-
-
 def scan_unsupported(model: TModel, ops: Sequence[TOperator], converters) -> None:
     """Raise `UnsupportedOpsError` naming every op that can be neither
-    converted nor folded to a constant (custom ops by their custom code)."""
-    const = {t.index for t in model.tensors if t.data is not None}
+    converted nor folded to a constant (custom ops by their custom code),
+    then a one-line error for the first shape computation that reads data.
+    Known here: constants, and what folds from them (any tensor's shape is)."""
+    from tpuc.frontends.tflite.folding import unfoldable_error
+
+    folders = load_folders()
+    known = {t.index for t in model.tensors if t.data is not None}
     missing: dict[str, list[str]] = {}
+    unfoldable: list[tuple[TOperator, int]] = []
     for op in ops:
-        inputs_const = all(i < 0 or i in const for i in op.inputs)
-        if op.op in FOLDABLE and inputs_const:
-            const.update(op.outputs)
+        folder = folders.get(op.op)
+        blocking = folder.blocking_input(op, known.__contains__) if folder else None
+        if folder is not None and blocking is None:
+            known.update(op.outputs)
             continue
         if op.op in converters:
+            continue
+        if folder is not None:
+            unfoldable.append((op, blocking))
             continue
         label = model.tensor(op.outputs[0]).name if op.outputs else op.label
         missing.setdefault(op.op, []).append(label)
     if missing:
         raise UnsupportedOpsError(model.path, missing)
+    if unfoldable:
+        raise unfoldable_error(model, *unfoldable[0])
 
 
 class TfliteConverter(ModuleBuilder):
@@ -206,6 +217,7 @@ class TfliteConverter(ModuleBuilder):
         }
         self.ref_keys: dict[str, tuple[int, bool]] = {}
         self.converters = load_converters()
+        self.folders = load_folders()
 
     # --- building the function -------------------------------------------------
 
@@ -229,15 +241,22 @@ class TfliteConverter(ModuleBuilder):
                 self.values[index] = op.results[0]
 
     def convert(self, op: TOperator) -> None:
-        if op.op in FOLDABLE and all(i < 0 or i in self.consts for i in op.inputs):
-            from tpuc.frontends.tflite.folding import fold
+        """Fold `op` when every input it reads is known, else convert it."""
+        from tpuc.frontends.tflite.folding import fold, unfoldable_error
 
-            self.consts[op.outputs[0]] = fold(self, op)
+        folder = self.folders.get(op.op)
+        blocking = folder.blocking_input(op, self.consts.__contains__) if folder else None
+        if folder is not None and blocking is None:
+            for index, value in zip(op.outputs, fold(self, op, folder), strict=True):
+                self.consts[index] = value
             return
         fn = self.converters.get(op.op)
-        if fn is None:
-            raise self.error(op, "cannot fold it: some input is not a constant")
-        fn(self, op)
+        if fn is not None:
+            fn(self, op)
+        elif blocking is not None:
+            raise unfoldable_error(self.model, op, blocking)
+        else:  # scan_unsupported lists these first
+            raise self.error(op, "tpuc neither converts nor folds this op")
 
     def finish(self, model_name: str, outputs: Sequence[int]) -> ModuleOp:
         """Return the requested tensors (4-D ones back in NHWC)."""

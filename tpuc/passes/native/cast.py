@@ -24,7 +24,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.conv import ROUND_MODES
+from tpuc.passes.native.conv import round_mode
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import declare
 
@@ -53,13 +53,6 @@ def nchw(value: SSAValue, left_align: bool = True) -> tuple[int, int, int, int]:
         return tuple(shape)  # type: ignore[return-value]
     padded = [1, 1, 1] + shape
     return (math.prod(padded[:-3]), padded[-3], padded[-2], padded[-1])
-
-
-def round_mode(op: Operation) -> int:
-    mode = op.value("round_mode") or "HalfAwayFromZero"
-    if mode not in ROUND_MODES:
-        raise NotExpressible(f"round_mode {mode}")
-    return ROUND_MODES[mode]
 
 
 def _scaled(op: Operation, ctx: NativeContext, p, scale, offset, function: str) -> NativeCall:

@@ -60,6 +60,18 @@ ROUND_MODES = {
     "Up": 8,
     "Down": 9,
 }
+
+
+def round_mode(op: Operation) -> int:
+    """The backend's code of the op's requant round mode; a mode the kernels
+    lack (DoubleRound: TFLite's double rounding, which the lowering picks
+    for a pre-quantized TFLite model) is not expressible."""
+    mode = op.value("round_mode") or "HalfAwayFromZero"
+    if mode not in ROUND_MODES:
+        raise NotExpressible(f"round_mode {mode}")
+    return ROUND_MODES[mode]
+
+
 NPU_NUM = 64  # lanes of BM1684X
 EU_INT32 = 16  # int32 elements in one execution unit (64 bytes)
 MAX_DIM = 65535
@@ -95,7 +107,7 @@ def conv_common(op: Operation, spec) -> None:
     c.if_relu = bool(op.value("do_relu"))
     limit = op.value("relu_limit")
     c.upper_limit = -1.0 if limit is None else float(limit)
-    c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+    c.round_mode = round_mode(op)
     c.bias_sign = 1
     c.ipad_is_const = 1
     c.kzp_is_const = 1

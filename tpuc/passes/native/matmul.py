@@ -38,13 +38,13 @@ from tpuc.passes.native.context import (
 )
 from tpuc.passes.native.conv import (
     DTYPE_I32,
-    ROUND_MODES,
     coeff_shape,
     coeff_table,
     ic_blocks,
     int8_spec,
     pack_int8,
     raw_spec,
+    round_mode,
 )
 from tpuc.passes.native.epilogue import channel_scales, check_f32, epilogue_calls
 from tpuc.passes.native.rules import native_rule
@@ -123,7 +123,7 @@ def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
     c.input_c, c.output_c = k, n
     c.if_relu = bool(op.value("do_relu"))
     c.upper_limit = relu_limit(op)
-    c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+    c.round_mode = round_mode(op)
     c.bias_sign = c.ipad_is_const = c.kzp_is_const = c.weight_is_coeff = 1
     weight = np.asarray(read_weight(op.operands[1].owner)).reshape(-1)
     filt = weight.reshape(n, k) if op.value("right_transpose") else weight.reshape(k, n).T
@@ -192,7 +192,7 @@ def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> list[Native
         if out_q is not None:
             c.requant_mode = MULTIPLIER_SHIFT
             c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
-            c.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+            c.round_mode = round_mode(op)
     right = (b, n, k) if transpose else (b, k, n)
     inputs = [ctx.spec(op.operands[0], (b, m, k)), ctx.spec(op.operands[1], right)]
     if c.has_bias:

@@ -15,7 +15,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.conv import ROUND_MODES
+from tpuc.passes.native.conv import round_mode
 from tpuc.passes.native.rules import native_rule
 from tpuc.vendor.params import PoolingCommon
 
@@ -42,7 +42,7 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     limit = op.value("relu_limit")
     spec.relu_limit = -1.0 if limit is None else float(limit)
     spec.ceil_mode = bool(op.value("ceil_mode"))
-    spec.round_mode = ROUND_MODES[op.value("round_mode") or "HalfAwayFromZero"]
+    spec.round_mode = round_mode(op)
     if op.value("pool_mode") == "Avg":
         spec.is_avg_pooling = 1
         spec.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
