@@ -153,6 +153,7 @@ def test_divergence_names_first_tensor_in_network_order(work, capsys, monkeypatc
         ("plain", ["--test_input", "{d}/none.npz"], "no such file"),
         ("plain", ["--input_shapes", "[[1,3,x]]"], "--input_shapes"),
         ("plain", ["--tolerance", "0.9"], "--tolerance"),
+        ("plain", ["--tolerance", "0.99,2"], "euclidean similarity is at most 1"),
         ("plain", ["--mean", "1,2"], "--mean has 2 values"),
     ],
 )
