@@ -119,6 +119,28 @@ def test_existing_output_is_replaced_not_rewritten(tmp_path):
     assert not os.path.samefile(other, target)
 
 
+def test_folder_as_an_output_is_one_line(tmp_path):
+    """A folder where an output file should go was a traceback from the final
+    rename (after the whole run), leaving the staged temporary file behind."""
+    (tmp_path / "out.npz").mkdir()
+    with pytest.raises(TpucError) as info, OutputSet() as out:
+        out.write_bytes(tmp_path / "ok.bin", b"fine")
+        out.save_npz(tmp_path / "out.npz", {"a": np.zeros(3)})
+    assert str(info.value) == f"{tmp_path / 'out.npz'}: is a folder; an output must be a file name"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
+
+
+def test_failed_rename_is_one_line_and_leaves_no_temporary(tmp_path, monkeypatch):
+    def refuse(src, dst):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(TpucError) as info, OutputSet() as out:
+        out.write_bytes(tmp_path / "a.bin", b"a")
+    assert str(info.value) == f"{tmp_path / 'a.bin'}: cannot write it (Read-only file system)"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_nul_in_an_output_name_is_one_line(tmp_path):
     """A damaged module name becomes output file names (found by
     regression/fuzz_mlir.py through model_deploy)."""

@@ -157,6 +157,8 @@ class OutputSet:
         target = Path(path)
         if target.resolve() in self._protected:
             raise TpucError(f"{path}: refusing to overwrite an input file")
+        if target.is_dir():
+            raise TpucError(f"{path}: is a folder; an output must be a file name")
         linked = self._inodes.get(_inode(target))
         if linked is not None:
             raise TpucError(
@@ -185,9 +187,17 @@ class OutputSet:
         self._made.extend(reversed(missing))
 
     def commit(self) -> None:
-        for tmp, target in self._staged:
-            os.replace(tmp, target)
-        self._staged.clear()
+        """Rename every staged file to its name; a rename that fails (the
+        name became a folder meanwhile, the disk went read-only) is one line,
+        and the files not yet renamed are removed."""
+        while self._staged:
+            tmp, target = self._staged[0]
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                self.discard()
+                raise TpucError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+            self._staged.pop(0)
         self._made.clear()
 
     def discard(self) -> None:

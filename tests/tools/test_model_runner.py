@@ -100,6 +100,18 @@ def test_output_hard_linked_to_the_input_is_refused(work, capsys):
     assert (d / "in.npz").read_bytes() == before
 
 
+def test_output_that_is_a_folder(work, capsys):
+    d, _ = work
+    (d / "o.npz").mkdir()
+    argv = ["--input", str(d / "in.npz"), "--model", str(d / "tiny.onnx")]
+    code, _, err = run_main(model_runner.main, argv + ["--output", str(d / "o.npz")], capsys)
+    assert code == 1
+    assert one_line_error(err) == (
+        f"error: {d / 'o.npz'}: is a folder; an output must be a file name"
+    )
+    assert not list((d / "o.npz").iterdir()) and not list(d.glob(".o.npz*"))
+
+
 def test_int64_weights_are_refused(work, capsys):
     """A weight file whose filter is int64 (a hand-made npz) would run through
     the f32 kernels unnoticed: one line names the weight and its dtype."""
