@@ -44,6 +44,12 @@ def test_output_hard_linked_to_an_input_is_refused(tmp_path, capsys, which, flag
     assert given.read_bytes() == before
 
 
+def test_folder_as_input_is_one_line(tmp_path, capsys):
+    (tmp_path / "d.mlir").mkdir()
+    code, _, err = run_main(main, [str(tmp_path / "d.mlir")], capsys)
+    assert (code, err) == (1, f"error: {tmp_path / 'd.mlir'}: is a folder, not a .mlir file\n")
+
+
 def test_weight_of_another_dtype_is_one_line(tmp_path, capsys):
     mlir, weights = _conv(tmp_path, "int64")
     code, _, err = run_main(main, [str(mlir), "-o", str(tmp_path / "out.mlir")], capsys)

@@ -235,6 +235,10 @@ def _main(argv: Sequence[str] | None) -> int:
         raise TpucError(f"{source}: {_one_line(exc)}") from None
     except FileNotFoundError as exc:
         raise TpucError(f"{exc.filename}: no such file") from None
+    except IsADirectoryError as exc:  # xDSL opens the input itself
+        raise TpucError(f"{exc.filename}: is a folder, not a .mlir file") from None
+    except PermissionError as exc:
+        raise TpucError(f"{exc.filename}: permission denied") from None
     except ValueError as exc:
         if "file extension" in str(exc):
             raise TpucError(f"{source}: {exc}") from None
