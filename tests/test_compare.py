@@ -116,10 +116,32 @@ def test_table_lists_requested_rows():
     assert len(table) == 2 and table[1].split()[0] == "b"
 
 
-@pytest.mark.parametrize("text", ["0.9", "a,b", "0.9,0.9,0.9", "nan,1"])
+@pytest.mark.parametrize("text", ["0.9", "a,b", "0.9,0.9,0.9", "nan,1", "", "0.9,inf"])
 def test_bad_tolerance(text):
     with pytest.raises(TpucError, match="--tolerance"):
         Tolerance.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("1.5,0.9", "a cosine similarity lies in [-1, 1], got 1.5"),
+        ("-1.01,0", "a cosine similarity lies in [-1, 1], got -1.01"),
+        ("0.99,1.2", "a euclidean similarity is at most 1, got 1.2"),
+    ],
+)
+def test_impossible_tolerance(text, needle):
+    """A bound no similarity can reach would fail every tensor (or, below -1,
+    pass every one) without saying why."""
+    with pytest.raises(TpucError, match="--tolerance") as info:
+        Tolerance.parse(text)
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["1,1", "-1,-10", "0,0", " 0.99 , 0.9 "])
+def test_tolerance_edges_accepted(text):
+    """1 (only EQUAL/CLOSE pass) and negative bounds (no check) are meaningful."""
+    Tolerance.parse(text)
 
 
 def test_close_rtol_agrees_with_allclose():

@@ -5,6 +5,7 @@ reference), readable by numpy, and a failed write leaves nothing behind."""
 from __future__ import annotations
 
 import io
+import os
 import warnings
 import zipfile
 
@@ -90,6 +91,54 @@ def test_protected_input_is_refused(tmp_path):
         out.save_npz(given, {"a": np.zeros(3)})
     assert given.read_bytes() == b"input"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz"]
+
+
+def test_hard_link_to_an_input_is_refused(tmp_path):
+    """A hard link is the input under another name: writing it in place would
+    change the input, so it is refused like the input's own path."""
+    given = tmp_path / "in.npz"
+    given.write_bytes(b"input")
+    os.link(given, tmp_path / "out.npz")
+    with pytest.raises(TpucError) as info, OutputSet((given,)) as out:
+        out.save_npz(tmp_path / "out.npz", {"a": np.zeros(3)})
+    assert str(info.value) == (
+        f"{tmp_path / 'out.npz'}: refusing to overwrite an input file (a hard link to {given})"
+    )
+    assert given.read_bytes() == b"input" and (tmp_path / "out.npz").read_bytes() == b"input"
+
+
+def test_existing_output_is_replaced_not_rewritten(tmp_path):
+    """An output that shares its inode with some other file (not an input)
+    becomes a new file: the other name keeps its bytes."""
+    other, target = tmp_path / "other.bin", tmp_path / "out.bin"
+    other.write_bytes(b"other")
+    os.link(other, target)
+    with OutputSet() as out:
+        out.write_bytes(target, b"new")
+    assert target.read_bytes() == b"new" and other.read_bytes() == b"other"
+    assert not os.path.samefile(other, target)
+
+
+def test_folder_as_an_output_is_one_line(tmp_path):
+    """A folder where an output file should go was a traceback from the final
+    rename (after the whole run), leaving the staged temporary file behind."""
+    (tmp_path / "out.npz").mkdir()
+    with pytest.raises(TpucError) as info, OutputSet() as out:
+        out.write_bytes(tmp_path / "ok.bin", b"fine")
+        out.save_npz(tmp_path / "out.npz", {"a": np.zeros(3)})
+    assert str(info.value) == f"{tmp_path / 'out.npz'}: is a folder; an output must be a file name"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz"]
+
+
+def test_failed_rename_is_one_line_and_leaves_no_temporary(tmp_path, monkeypatch):
+    def refuse(src, dst):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(TpucError) as info, OutputSet() as out:
+        out.write_bytes(tmp_path / "a.bin", b"a")
+    assert str(info.value) == f"{tmp_path / 'a.bin'}: cannot write it (Read-only file system)"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_nul_in_an_output_name_is_one_line(tmp_path):

@@ -42,11 +42,11 @@ def _denied(path):
     raise PermissionError(13, "Permission denied", str(path))
 
 
-def _conv_files(folder, weight_shape=(16, 16, 3, 3), text=None):
+def _conv_files(folder, weight_shape=(16, 16, 3, 3), text=None, dtype="float32"):
     import numpy as np
     from mlir_texts import CONV
 
-    np.savez(folder / "c_weight.npz", w=np.zeros(weight_shape, np.float32))
+    np.savez(folder / "c_weight.npz", w=np.zeros(weight_shape, dtype))
     (folder / "c.mlir").write_text(text or CONV)
     return folder / "c.mlir"
 
@@ -64,6 +64,42 @@ def test_weight_with_another_shape_than_declared(tmp_path):
         f"{tmp_path / 'c_weight.npz'}: weight 'w' has shape [16, 144], "
         "the module declares [16, 16, 3, 3]"
     )
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float64", "int32", "float16"])
+def test_weight_of_another_dtype_than_declared(tmp_path, dtype):
+    """int64 or int32 data would pass through the float kernels unnoticed
+    (TPU-MLIR's reader refuses a size mismatch); none is converted."""
+    path = _conv_files(tmp_path, dtype=dtype)
+    with pytest.raises(TpucError) as info:
+        load_module(path)
+    assert str(info.value) == (
+        f"{tmp_path / 'c_weight.npz'}: weight 'w' holds {dtype} values, "
+        "the module declares f32 (stored as float32)"
+    )
+
+
+@pytest.mark.parametrize(
+    "element, allowed",
+    [
+        ("f32", ["float32"]),
+        ("f16", ["float16"]),
+        ("bf16", ["uint16"]),  # bit patterns, as TPU-MLIR stores them
+        ("si8", ["int8"]),
+        ("ui8", ["uint8"]),
+        ("i32", ["int32", "uint32"]),  # signless: either
+        ("si64", ["int64"]),
+        ("!quant.uniform<u8:f32, 0.5:3>", ["uint8"]),
+    ],
+)
+def test_stored_dtypes_per_element_type(element, allowed):
+    from xdsl.parser import Parser
+
+    from tpuc.context import make_context
+    from tpuc.weights import stored_dtypes
+
+    element_type = Parser(make_context(), element).parse_type()
+    assert [str(d) for d in stored_dtypes(element_type)] == allowed
 
 
 def test_kernel_shape_that_contradicts_the_filter(tmp_path):

@@ -64,7 +64,10 @@ class Tolerance:
 
     @classmethod
     def parse(cls, text: str, flag: str = "--tolerance") -> Tolerance:
-        """`"0.99,0.9"` -> Tolerance(0.99, 0.9); anything else is a TpucError."""
+        """`"0.99,0.9"` -> Tolerance(0.99, 0.9); anything else is a TpucError,
+        and so is a bound no tensor can reach or fall below (a cosine outside
+        [-1, 1], a euclidean similarity above 1: it is 1 − a distance ratio).
+        Negative bounds stay allowed: `-1,-10` is how a run asks for no check."""
         parts = [p.strip() for p in str(text).split(",")]
         try:
             values = [float(p) for p in parts]
@@ -74,7 +77,12 @@ class Tolerance:
             raise TpucError(
                 f"{flag}: expected two numbers 'cos,euclid' (e.g. 0.99,0.99), got '{text}'"
             )
-        return cls(values[0], values[1])
+        cosine, euclid = values
+        if not -1.0 <= cosine <= 1.0:
+            raise TpucError(f"{flag} {text}: a cosine similarity lies in [-1, 1], got {cosine:g}")
+        if euclid > 1.0:
+            raise TpucError(f"{flag} {text}: a euclidean similarity is at most 1, got {euclid:g}")
+        return cls(cosine, euclid)
 
     def __str__(self) -> str:
         return f"{self.cosine:g},{self.euclid:g}"

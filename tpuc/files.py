@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -114,12 +115,26 @@ def _umask() -> int:
     return mask
 
 
+def _inode(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of an existing file, None for anything else."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
+
+
 class OutputSet:
-    """Outputs of one tool run, committed together or not at all."""
+    """Outputs of one tool run, committed together or not at all. An output
+    that names an input (by path, through a symlink, or as a hard link to it)
+    is refused; any other existing file is replaced by a rename, never
+    rewritten in place, so a file linked to it elsewhere keeps its bytes."""
 
     def __init__(self, protected: tuple[str | os.PathLike[str], ...] = ()) -> None:
         self._staged: list[tuple[str, Path]] = []
         self._protected = {Path(p).resolve() for p in protected}
+        # the same files by identity: a hard link is another name for an input
+        self._inodes = {key: os.fspath(p) for p in protected if (key := _inode(p)) is not None}
         self._made: list[Path] = []  # folders created for outputs, outermost first
 
     def write_bytes(self, path: str | os.PathLike[str], data: bytes) -> None:
@@ -142,6 +157,13 @@ class OutputSet:
         target = Path(path)
         if target.resolve() in self._protected:
             raise TpucError(f"{path}: refusing to overwrite an input file")
+        if target.is_dir():
+            raise TpucError(f"{path}: is a folder; an output must be a file name")
+        linked = self._inodes.get(_inode(target))
+        if linked is not None:
+            raise TpucError(
+                f"{path}: refusing to overwrite an input file (a hard link to {linked})"
+            )
         self._make_folder(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
@@ -165,9 +187,17 @@ class OutputSet:
         self._made.extend(reversed(missing))
 
     def commit(self) -> None:
-        for tmp, target in self._staged:
-            os.replace(tmp, target)
-        self._staged.clear()
+        """Rename every staged file to its name; a rename that fails (the
+        name became a folder meanwhile, the disk went read-only) is one line,
+        and the files not yet renamed are removed."""
+        while self._staged:
+            tmp, target = self._staged[0]
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                self.discard()
+                raise TpucError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+            self._staged.pop(0)
         self._made.clear()
 
     def discard(self) -> None:

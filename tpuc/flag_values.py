@@ -8,6 +8,7 @@ model was transformed with). Failures are TpucErrors naming the flag.
 from __future__ import annotations
 
 import ast
+import math
 
 from tpuc.errors import TpucError
 
@@ -20,10 +21,15 @@ def parse_list(text: str | None) -> list[str]:
 
 
 def parse_floats(text: str, flag: str) -> list[float]:
+    """`"1,2.5"` -> [1.0, 2.5]; nan and inf are refused (Python's float()
+    reads them, and a NaN mean or scale turns every input into NaN)."""
     try:
-        return [float(v) for v in parse_list(text)]
+        values = [float(v) for v in parse_list(text)]
     except ValueError:
-        raise TpucError(f"{flag}: expected comma-separated numbers, got '{text}'") from None
+        values = [math.nan]
+    if not all(math.isfinite(v) for v in values):
+        raise TpucError(f"{flag}: expected comma-separated finite numbers, got '{text}'")
+    return values
 
 
 def parse_ints(text: str, flag: str, count: int | None = None) -> list[int]:

@@ -18,7 +18,7 @@ from tpuc.dialects.base import from_attr, to_attr
 from tpuc.errors import TpucError
 from tpuc.files import OutputSet, load_npz, read_bytes
 from tpuc.ir_text import check_ir_text, decode_ir
-from tpuc.weights import WeightStore, attach_weights, check_weight_shapes, live_weights
+from tpuc.weights import WeightStore, attach_weights, check_weight_file, live_weights
 
 
 def module_attr(module: ModuleOp, key: str, default: Any = None) -> Any:
@@ -136,7 +136,7 @@ def load_module(path: str | os.PathLike[str]) -> tuple[ModuleOp, WeightStore]:
         if not candidate.is_file():
             raise TpucError(f"{path}: its weight file {weight_file} is missing")
         store.update(load_npz(candidate))
-        check_weight_shapes(module, store, str(candidate))
+        check_weight_file(module, store, str(candidate))
     attach_weights(module, store)
     return module, store
 

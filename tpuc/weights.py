@@ -13,12 +13,21 @@ import weakref
 from collections.abc import Iterable
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    IntegerType,
+    ModuleOp,
+    Signedness,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation
 
 from tpuc.dialects.base import tensor_type
+from tpuc.dialects.quant import QuantizedType
 from tpuc.dialects.top import WeightOp
+from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
+from tpuc.ir import FLOAT_DTYPES
 
 
 class WeightStore(dict[str, np.ndarray]):
@@ -120,9 +129,30 @@ def weight_shape_mismatches(module: ModuleOp, store: WeightStore) -> Iterable[st
             yield name
 
 
-def check_weight_shapes(module: ModuleOp, store: WeightStore, source: str) -> None:
-    """Every stored weight has the shape its `top.Weight` declares: kernels
-    reshape what they read, so a 16x144 array would pass as 16x16x3x3."""
+_INT_KINDS = {Signedness.SIGNED: ("int",), Signedness.UNSIGNED: ("uint",)}
+
+
+def stored_dtypes(element: Attribute) -> tuple[np.dtype, ...] | None:
+    """The numpy dtypes a weight file may hold for a weight of this element
+    type (the ones TPU-MLIR writes and reads: bf16 as its uint16 bits, a
+    signless integer as either signedness); None for types not checked."""
+    name = FLOAT_DTYPES.get(type(element))
+    if name is not None:
+        return (np.dtype(ELEMENT_TYPES[name].storage),)
+    if isinstance(element, QuantizedType):
+        return (np.dtype(element.storage_dtype),)
+    if not isinstance(element, IntegerType) or element.width.data not in (8, 16, 32, 64):
+        return None
+    bits = element.width.data
+    kinds = _INT_KINDS.get(element.signedness.data, ("int", "uint"))  # signless: either
+    return tuple(np.dtype(f"{kind}{bits}") for kind in kinds)
+
+
+def check_weight_file(module: ModuleOp, store: WeightStore, source: str) -> None:
+    """Every stored weight has the shape and the dtype its `top.Weight`
+    declares: kernels reshape what they read, so a 16x144 array would pass
+    as 16x16x3x3, and compute in whatever dtype they get, so int64 data
+    would pass as f32 (TPU-MLIR's reader refuses both)."""
     for op in module.walk():
         name = _stored_name(op, store)
         if name is None:
@@ -130,9 +160,15 @@ def check_weight_shapes(module: ModuleOp, store: WeightStore, source: str) -> No
         declared = op.output.type
         if not isinstance(declared, TensorType):
             continue
-        stored = store[name].shape
-        if tuple(declared.get_shape()) != stored:
+        stored = store[name]
+        if tuple(declared.get_shape()) != stored.shape:
             raise TpucError(
-                f"{source}: weight '{name}' has shape {list(stored)}, "
+                f"{source}: weight '{name}' has shape {list(stored.shape)}, "
                 f"the module declares {list(declared.get_shape())}"
+            )
+        allowed = stored_dtypes(declared.element_type)
+        if allowed is not None and stored.dtype not in allowed:
+            raise TpucError(
+                f"{source}: weight '{name}' holds {stored.dtype} values, the module declares "
+                f"{declared.element_type} (stored as {' or '.join(map(str, allowed))})"
             )

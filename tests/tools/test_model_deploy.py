@@ -227,6 +227,7 @@ def _bad_files(d: Path, lowered: Path) -> None:
         (["--test_input", "{d}/cnn_in_f32.npz", "--test_reference", "{i}/junk.npz"], "junk.npz"),
         (["--test_reference", "{d}/cnn_top_outputs.npz"], "--test_reference needs --test_input"),
         (["--tolerance", "0.9"], "--tolerance"),
+        (["--tolerance", "1.5,0.5"], "--tolerance 1.5,0.5: a cosine similarity lies in [-1, 1]"),
         (
             ["--quantize_table", "{i}/ghosts.qtable"],
             "2 layer(s) not in the module (ghost1, ghost2)",

@@ -83,6 +83,57 @@ def test_errors(work, capsys, model, inputs, needle):
     assert not (d / "o.npz").exists()
 
 
+def test_output_hard_linked_to_the_input_is_refused(work, capsys):
+    """--output as another name of --input: refused, the input keeps its bytes."""
+    import os
+
+    d, _ = work
+    before = (d / "in.npz").read_bytes()
+    os.link(d / "in.npz", d / "o.npz")
+    argv = ["--input", str(d / "in.npz"), "--model", str(d / "tiny.onnx")]
+    argv += ["--output", str(d / "o.npz")]
+    code, _, err = run_main(model_runner.main, argv, capsys)
+    assert code == 1
+    assert one_line_error(err) == (
+        f"error: {d / 'o.npz'}: refusing to overwrite an input file (a hard link to {d / 'in.npz'})"
+    )
+    assert (d / "in.npz").read_bytes() == before
+
+
+def test_output_that_is_a_folder(work, capsys):
+    d, _ = work
+    (d / "o.npz").mkdir()
+    argv = ["--input", str(d / "in.npz"), "--model", str(d / "tiny.onnx")]
+    code, _, err = run_main(model_runner.main, argv + ["--output", str(d / "o.npz")], capsys)
+    assert code == 1
+    assert one_line_error(err) == (
+        f"error: {d / 'o.npz'}: is a folder; an output must be a file name"
+    )
+    assert not list((d / "o.npz").iterdir()) and not list(d.glob(".o.npz*"))
+
+
+def test_int64_weights_are_refused(work, capsys):
+    """A weight file whose filter is int64 (a hand-made npz) would run through
+    the f32 kernels unnoticed: one line names the weight and its dtype."""
+    from tpuc.files import load_npz
+
+    d, _ = work
+    argv = ["--model_name", "tiny", "--model_def", str(d / "tiny.onnx")]
+    argv += ["--mlir", str(d / "t.mlir")]
+    assert run_main(model_transform.main, argv, capsys)[0] == 0
+    weight_file = d / "tiny_top_f32_all_weight.npz"  # t.mlir's module.weight_file
+    weights = load_npz(weight_file)
+    name = next(n for n, w in weights.items() if w.ndim == 4)
+    weights[name] = weights[name].round().astype(np.int64)
+    np.savez(weight_file, **weights)
+    argv = ["--input", str(d / "in.npz"), "--model", str(d / "t.mlir")]
+    argv += ["--output", str(d / "o.npz")]
+    code, _, err = run_main(model_runner.main, argv, capsys)
+    assert code == 1
+    assert f"weight '{name}' holds int64 values, the module declares f32" in one_line_error(err)
+    assert not (d / "o.npz").exists()
+
+
 # --- onnxruntime sessions: extra outputs, IR version, external data ----------------------
 
 

@@ -153,6 +153,10 @@ def test_divergence_names_first_tensor_in_network_order(work, capsys, monkeypatc
         ("plain", ["--test_input", "{d}/none.npz"], "no such file"),
         ("plain", ["--input_shapes", "[[1,3,x]]"], "--input_shapes"),
         ("plain", ["--tolerance", "0.9"], "--tolerance"),
+        ("plain", ["--tolerance", "0.99,2"], "euclidean similarity is at most 1"),
+        ("plain", ["--scale", "1,nan,1"], "--scale: expected comma-separated finite numbers"),
+        ("plain", ["--mean", "inf"], "--mean: expected comma-separated finite numbers"),
+        ("plain", ["--mlir", "{d}/folder"], "folder: is a folder; an output must be a file name"),
         ("plain", ["--mean", "1,2"], "--mean has 2 values"),
     ],
 )
@@ -167,6 +171,7 @@ def test_bad_requests_leave_nothing(work, capsys, setup, extra, needle):
     np.savez(work / "wrong_key.npz", input=np.zeros((1, 3, 8, 8), np.float32))
     np.savez(work / "wrong_shape.npz", x=np.zeros((1, 3, 4, 4), np.float32))
     (work / "junk.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    (work / "folder").mkdir()
     before = files_in(work)
     code, _, err = transform(work, capsys, *extra)
     assert code == 1

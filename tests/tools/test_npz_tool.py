@@ -110,6 +110,7 @@ def test_to_dat(files, tmp_path, capsys):
         (["get_shape", "{a}", "nope"], "no tensor named 'nope'"),
         (["extract", "{a}", "x,nope", "-o", "{d}/o.npz"], "no tensor named 'nope'"),
         (["compare", "{a}", "{a}", "--tolerance", "0.9"], "--tolerance"),
+        (["compare", "{a}", "{a}", "--tolerance", "1.01,0.99"], "cosine similarity lies in"),
         (["frobnicate"], "invalid choice"),
     ],
 )

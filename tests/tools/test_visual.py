@@ -210,6 +210,21 @@ def test_busy_port_is_one_line(digits_int8, capsys):
     assert f"try --port {port + 1}" in one_line_error(err)
 
 
+def test_static_page_never_overwrites_an_input(digits_int8, tmp_path, capsys):
+    """--static naming an input (here a hard link to --f32_mlir) is refused;
+    the page was once written over it in place."""
+    import os
+
+    work, f32, quant, image = digits_int8
+    before = f32.read_bytes()
+    os.link(f32, tmp_path / "page.html")
+    argv = ["--f32_mlir", str(f32), "--quant_mlir", str(quant), "--input", image]
+    code, _, err = run_main(visual.main, argv + ["--static", str(tmp_path / "page.html")], capsys)
+    assert code == 1
+    assert f"refusing to overwrite an input file (a hard link to {f32})" in one_line_error(err)
+    assert f32.read_bytes() == before
+
+
 def test_quant_mlir_of_another_model(digits_int8, tmp_path, capsys):
     work, f32, _, image = digits_int8
     conv_model(tmp_path / "c.onnx")

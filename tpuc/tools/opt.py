@@ -164,14 +164,14 @@ class TpucOptMain(xDSLOptMain):
         """Load the module's weight file when it can be found."""
         from tpuc.files import load_npz
         from tpuc.module_io import module_attr
-        from tpuc.weights import WeightStore, attach_weights, check_weight_shapes
+        from tpuc.weights import WeightStore, attach_weights, check_weight_file
 
         store = WeightStore()
         name = module_attr(prog, "weight_file")
         path = self._find_weight_file(name) if name else None
         if path is not None:
             store.update(load_npz(path))
-            check_weight_shapes(prog, store, str(path))
+            check_weight_file(prog, store, str(path))
             self._loaded[name] = path
         attach_weights(prog, store)
         return store
@@ -235,6 +235,10 @@ def _main(argv: Sequence[str] | None) -> int:
         raise TpucError(f"{source}: {_one_line(exc)}") from None
     except FileNotFoundError as exc:
         raise TpucError(f"{exc.filename}: no such file") from None
+    except IsADirectoryError as exc:  # xDSL opens the input itself
+        raise TpucError(f"{exc.filename}: is a folder, not a .mlir file") from None
+    except PermissionError as exc:
+        raise TpucError(f"{exc.filename}: permission denied") from None
     except ValueError as exc:
         if "file extension" in str(exc):
             raise TpucError(f"{source}: {exc}") from None

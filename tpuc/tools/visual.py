@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import json
-from pathlib import Path
 
 from tpuc.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser
@@ -236,8 +235,11 @@ def run(argv: list[str] | None = None) -> int:
 
     inputs = [p for p in args.input.split(",") if p]
     data = compare(args.f32_mlir, args.quant_mlir, inputs, tolerance)
+    from tpuc.files import OutputSet
+
     try:
-        Path(args.static).write_text(page(data, manual=False))
+        with OutputSet(protected=(args.f32_mlir, args.quant_mlir, *inputs)) as out:
+            out.write_text(args.static, page(data, manual=False))
     except OSError as exc:
         raise TpucError(f"--static {args.static}: cannot write it ({exc.strerror})") from None
     first = data["first_failing"] or "none"
