@@ -23,9 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from tpuc.calibration.bias_correction import quantized_weight
 from tpuc.calibration.linear import Linear, linears
-from tpuc.dialects.traits import WeightAxes
 from tpuc.interp.top_interpreter import Step, TopInterpreter
 from tpuc.weights import WeightStore
 
@@ -35,7 +33,7 @@ LEARNING_RATE = 0.01
 REG_WEIGHT = 0.01
 BETA = (20.0, 2.0)  # regularizer exponent, annealed
 WARMUP = 0.2  # share of iterations without the regularizer
-MAX_PATCH = 4096  # layers with longer patches (K) are left to nearest rounding
+MAX_PATCH = 1024  # layers with longer patches (K) keep nearest rounding (cost ~ K²)
 
 
 def patches(layer: Linear, x: np.ndarray) -> list[np.ndarray]:
@@ -84,15 +82,6 @@ class GramMeter:
             grams[g] += rows.T @ rows
 
 
-def _row_scales(layer: Linear) -> np.ndarray:
-    """Each output row's INT8 step, as lowering picks it."""
-    rows = layer.out_major()
-    axes = layer.op.get_trait(WeightAxes)
-    per_channel = axes is not None and axes.axes.get(1) is not None
-    absmax = np.abs(rows).max(axis=1) if per_channel else np.full(len(rows), np.abs(rows).max())
-    return np.where(absmax > 0, absmax / 127.0, 1.0)
-
-
 def _h(v: np.ndarray) -> np.ndarray:
     return np.clip(1.0 / (1.0 + np.exp(-v)) * (ZETA - GAMMA) + GAMMA, 0.0, 1.0)
 
@@ -134,14 +123,9 @@ def round_layer(layer: Linear, grams: list[np.ndarray]) -> tuple[float, float]:
     """Replace the layer's weight by its learned INT8 grid values; the
     output error Σ dᵀGd of nearest rounding and of the learned one."""
     rows = layer.out_major().astype(np.float64)
-    scales = _row_scales(layer)
+    scales = layer.row_scales()
     per_group = len(rows) // len(grams)
-    nearest = quantized_weight(layer)
-    nearest_rows = (
-        nearest.reshape(len(rows), -1)
-        if layer.is_conv
-        else (nearest if layer.op.value("right_transpose") else nearest.T)
-    )
+    nearest_rows = layer.quantized_rows()
     new_rows = np.empty_like(rows)
     before = after = 0.0
     for g, gram in enumerate(grams):

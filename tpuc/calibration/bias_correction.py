@@ -5,32 +5,26 @@ that rounding a layer's weights to INT8 causes (Nagel et al., arXiv
 Rounding W to W_q shifts the layer's output by (W_q − W)·x, and over real
 inputs that shift has a non-zero mean per output channel (ReLU inputs are
 all positive, so rounding errors of one sign add up). The mean,
-E[(W_q − W)·x] per channel, is measured on the calibration samples with the
-float inputs each layer sees, and subtracted from the layer's bias (a layer
-without a bias gets one). W_q is the weight as INT8 lowering quantizes it:
-per output channel for convolutions, per tensor for matmuls.
+E[W_q·x_q − W·x] per channel, is measured on the calibration samples and
+subtracted from the layer's bias (a layer without a bias gets one). W_q is
+the weight as INT8 lowering quantizes it (per output channel); x is the float input the layer
+sees, and x_q that input fake-quantized at its calibration threshold when
+thresholds are given (the input the INT8 layer really reads, clipping
+included), x itself otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tpuc.calibration.linear import Linear, linears
-from tpuc.dialects.traits import WeightAxes
-from tpuc.interp.top_interpreter import Step, TopInterpreter
-from tpuc.numerics import fake_quant_per_channel
+from tpuc.interp.top_interpreter import Step, TopInterpreter, activation_name
+from tpuc.numerics import fake_quant
 from tpuc.weights import WeightStore
-
-
-def quantized_weight(layer: Linear) -> np.ndarray:
-    """The layer's weight as INT8 lowering rounds it, back in float."""
-    axes = layer.op.get_trait(WeightAxes)
-    axis = axes.axes.get(1) if axes is not None else None
-    return fake_quant_per_channel(layer.weight, axis)
 
 
 @dataclass
@@ -38,7 +32,7 @@ class Correction:
     """One layer's measured mean error per output channel."""
 
     layer: Linear
-    delta: np.ndarray  # W_q − W
+    quantized: np.ndarray  # W_q
     total: np.ndarray  # summed per-channel means over samples
     samples: int = 0
 
@@ -48,11 +42,12 @@ class Correction:
 
 
 class ErrorMeter:
-    """Measures E[(W_q − W)·x] per channel through the interpreter's hook."""
+    """Measures E[W_q·x_q − W·x] per channel through the interpreter's hook."""
 
-    def __init__(self, layers: Sequence[Linear]):
+    def __init__(self, layers: Sequence[Linear], thresholds: Mapping[str, float]):
+        self.thresholds = thresholds
         self.by_op = {
-            layer.op: Correction(layer, quantized_weight(layer) - layer.weight, 0.0)
+            layer.op: Correction(layer, layer.quantized_weight(), 0.0)
             for layer in layers
             if layer.has_bias_slot
         }
@@ -61,7 +56,11 @@ class ErrorMeter:
         found = self.by_op.get(step.op)
         if found is None:
             return
-        error = found.layer.linear(args[0], found.delta)
+        x = args[0]
+        threshold = self.thresholds.get(activation_name(step.operands[0]) or "")
+        x_q = x if threshold is None else fake_quant(x, threshold)
+        layer = found.layer
+        error = layer.linear(x_q, found.quantized) - layer.linear(x, layer.weight)
         found.total = found.total + found.layer.channel_mean(error)
         found.samples += 1
 
@@ -72,10 +71,12 @@ def correct_biases(
     samples: Sequence[Any],
     load: Callable[[Any], dict[str, np.ndarray]],
     progress: Callable[[Iterable, str], Iterable],
+    thresholds: Mapping[str, float] | None = None,
 ) -> list[Correction]:
-    """Subtract each layer's mean INT8 weight error from its bias (in place
-    in `store`; a layer without a bias gets one); the corrections made."""
-    meter = ErrorMeter(linears((s.op for s in interp.steps), store))
+    """Subtract each layer's mean INT8 error from its bias (in place in
+    `store`; a layer without a bias gets one); the corrections made.
+    `thresholds`: the calibration thresholds of the layers' inputs."""
+    meter = ErrorMeter(linears((s.op for s in interp.steps), store), thresholds or {})
     for sample in progress(samples, "bias correction"):
         interp.run(store, load(sample), observe=meter.observe)
     done = []

@@ -97,6 +97,28 @@ class Linear:
         else:
             self.weight = rows if self.op.value("right_transpose") else rows.T
 
+    def row_scales(self) -> np.ndarray:
+        """Each output channel's INT8 weight step as lowering picks it
+        (tpuc/passes/lowering/int8_conv.py: per output channel for Conv and
+        for a MatMul's weight columns alike)."""
+        from tpuc.passes.lowering.int8_conv import weight_scales
+
+        return weight_scales(np.abs(self.out_major()).max(axis=1).astype(np.float64))
+
+    def quantized_rows(self) -> np.ndarray:
+        """The weight as [out, rest] after INT8 rounding, back in float."""
+        from tpuc.passes.lowering.int8_conv import quantize_weight
+
+        scales = self.row_scales()[:, None]
+        return quantize_weight(self.out_major(), scales).astype(np.float64) * scales
+
+    def quantized_weight(self) -> np.ndarray:
+        """The weight in its own layout after INT8 rounding, back in float."""
+        rows = self.quantized_rows().astype(np.float32)
+        if self.is_conv:
+            return rows.reshape(self.weight.shape)
+        return rows if self.op.value("right_transpose") else np.ascontiguousarray(rows.T)
+
     @property
     def out_channels(self) -> int:
         return self.out_major().shape[0]

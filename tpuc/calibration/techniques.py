@@ -12,7 +12,7 @@ with the result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +23,14 @@ from tpuc.registry import Registry
 
 Progress = Callable[[Iterable, str], Iterable]
 Say = Callable[[str], None]
-Technique = Callable[[Calibration, Sequence[Any], Progress], list[str]]
+Technique = Callable[[Calibration, Sequence[Any], Progress, Mapping[str, float]], list[str]]
+"""(calibration, samples, progress, current thresholds) -> what it did."""
 
 TECHNIQUES: Registry[str, Technique] = Registry("calibration techniques")
 ORDER = ("sq", "we", "bc", "adaround")
+MEASURES_INT8 = ("bc",)
+"""Techniques that read the thresholds: calibration runs again before them
+when an earlier one changed the weights (as TPU-MLIR: --we, calibrate, --bc)."""
 MAX_LISTED = 6
 
 
@@ -44,7 +48,7 @@ def technique(name: str):
 
 
 @technique("sq")
-def _smoothquant(cal: Calibration, samples, progress) -> list[str]:
+def _smoothquant(cal: Calibration, samples, progress, thresholds) -> list[str]:
     from tpuc.calibration.smoothquant import smooth
 
     sites = smooth(cal.interp, cal.weights, samples, cal.load, progress)
@@ -55,7 +59,7 @@ def _smoothquant(cal: Calibration, samples, progress) -> list[str]:
 
 
 @technique("we")
-def _equalize(cal: Calibration, samples, progress) -> list[str]:
+def _equalize(cal: Calibration, samples, progress, thresholds) -> list[str]:
     from tpuc.calibration.equalize import equalize
 
     pairs = equalize((s.op for s in cal.interp.steps), cal.weights)
@@ -63,12 +67,12 @@ def _equalize(cal: Calibration, samples, progress) -> list[str]:
 
 
 @technique("bc")
-def _bias_correction(cal: Calibration, samples, progress) -> list[str]:
+def _bias_correction(cal: Calibration, samples, progress, thresholds) -> list[str]:
     import numpy as np
 
     from tpuc.calibration.bias_correction import correct_biases
 
-    done = correct_biases(cal.interp, cal.weights, samples, cal.load, progress)
+    done = correct_biases(cal.interp, cal.weights, samples, cal.load, progress, thresholds)
     if not done:
         return ["bias correction: no layer"]
     worst = max(done, key=lambda c: float(np.abs(c.mean_error).max()))
@@ -78,7 +82,7 @@ def _bias_correction(cal: Calibration, samples, progress) -> list[str]:
 
 
 @technique("adaround")
-def _adaround(cal: Calibration, samples, progress) -> list[str]:
+def _adaround(cal: Calibration, samples, progress, thresholds) -> list[str]:
     from tpuc.calibration.adaround import learn_rounding
 
     report = learn_rounding(cal.interp, cal.weights, samples, cal.load, progress)
@@ -124,13 +128,16 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
         entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
         before = meter.cosine(cal.module, cal.weights, entries)
         say(f"FP32 vs INT8 output cosine before: {before:.6f} ({len(inputs)} samples, {plan.chip})")
-        changed = False
+        changed = stale = False
         for name in (n for n in ORDER if n in plan.techniques):
+            if stale and name in MEASURES_INT8:
+                entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
             used = samples if name in ("sq", "we") else samples[: plan.bc_num]
-            for line in TECHNIQUES[name](cal, used, progress):
+            thresholds = {n: e.threshold for n, e in entries.items()}
+            for line in TECHNIQUES[name](cal, used, progress, thresholds):
                 say(line)
             cal.rebuild()  # a technique may have added a bias weight
-            changed = True
+            changed = stale = True
         if changed:
             entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
         if plan.search == "search_threshold":
