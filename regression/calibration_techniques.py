@@ -134,7 +134,8 @@ def main() -> int:
     for name in args.models.split(","):
         rows += model_rows(name, variants, args)
     print(f"\nFP32 vs INT8 output cosine, {args.chip}, TPU interpreter; calibrated on "
-          f"{args.cal_num} samples, measured on {args.test_num} held-out + the test input")  # fmt: skip
+          f"{args.cal_num} samples, measured on {args.test_num} held-out + the test "
+          "input")  # fmt: skip
     print(f"{'model':12s} {'variant':18s} {'mean cos':>10s} {'min cos':>10s} "
           f"{'vs plain':>10s} {'seconds':>8s}")  # fmt: skip
     plain = {r[0]: r[2] for r in rows if r[1] == "plain"}

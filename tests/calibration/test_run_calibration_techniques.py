@@ -66,8 +66,8 @@ def test_techniques_write_a_module_model_deploy_takes(work, capsys):
 
 
 def test_search_qtable_writes_a_qtable(work, capsys):
-    code, out, err = calibrate(work, capsys, "--search", "search_qtable", "--quantize_table",
-                               str(work / "q"), "--expected_cos", "0.99999", table="tq")  # fmt: skip
+    flags = ["--search", "search_qtable", "--quantize_table", str(work / "q")]
+    code, out, err = calibrate(work, capsys, *flags, "--expected_cos", "0.99999", table="tq")
     assert code == 0, err
     assert "search_qtable:" in out and "candidate layer(s)" in out
     qtable = read_qtable(work / "q", load_module(work / "m.mlir")[0])
