@@ -84,13 +84,7 @@ def held_out_cosines(original: Path, deployed: Path, table: Path, inputs, chip: 
     meter = Similarity.of_float(module, TopInterpreter(module, native=False), store, inputs, chip)
     try:
         module, store = load_module(deployed)
-        entries = read_table(table).entries
-        cosines = []
-        for x, ref in zip(inputs, meter.reference, strict=True):
-            one = Similarity([ref], [x], meter.output_names, chip)
-            cosines.append(one.cosine(module, store, entries))
-            one.close()
-        return cosines
+        return meter.cosines(module, store, read_table(table).entries)
     finally:
         meter.close()
 

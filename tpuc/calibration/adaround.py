@@ -36,12 +36,12 @@ WARMUP = 0.2  # share of iterations without the regularizer
 MAX_PATCH = 1024  # layers with longer patches (K) keep nearest rounding (cost ~ K²)
 
 
-def patches(layer: Linear, x: np.ndarray) -> list[np.ndarray]:
-    """The layer's input as rows of the matrix its weight multiplies, one
-    matrix per group: [positions, K]."""
+def patches(layer: Linear, x: np.ndarray) -> np.ndarray:
+    """The layer's input as rows of the matrix its weight multiplies, per
+    group: [positions, groups, K]."""
     x = np.asarray(x, np.float32)
     if not layer.is_conv:
-        return [x.reshape(-1, x.shape[-1])]
+        return x.reshape(-1, 1, x.shape[-1])
     w = layer.weight
     kernel = w.shape[2:]
     op = layer.op
@@ -58,12 +58,7 @@ def patches(layer: Linear, x: np.ndarray) -> list[np.ndarray]:
     win = win[index]  # [N, C, *out, *kernel]
     win = np.moveaxis(win, 1, 1 + n)  # [N, *out, C, *kernel]
     positions = int(np.prod([win.shape[0], *[win.shape[a] for a in range(1, 1 + n)]]))
-    per_group = w.shape[1]
-    flat = win.reshape(positions, x.shape[1], -1)
-    return [
-        flat[:, g * per_group : (g + 1) * per_group].reshape(positions, -1)
-        for g in range(layer.group)
-    ]
+    return win.reshape(positions, layer.group, -1)
 
 
 @dataclass
@@ -77,9 +72,8 @@ class GramMeter:
         if entry is None:
             return
         layer, grams = entry
-        for g, rows in enumerate(patches(layer, args[0])):
-            rows = rows.astype(np.float64)
-            grams[g] += rows.T @ rows
+        rows = patches(layer, args[0]).astype(np.float64)
+        grams += np.einsum("pgk,pgl->gkl", rows, rows, optimize=True)
 
 
 def _h(v: np.ndarray) -> np.ndarray:
@@ -87,16 +81,21 @@ def _h(v: np.ndarray) -> np.ndarray:
 
 
 def learn_rows(w: np.ndarray, scale: np.ndarray, gram: np.ndarray) -> np.ndarray:
-    """INT8 values for rows `w` [rows, K] with steps `scale` [rows] that
-    minimize Σ_o d_oᵀ·G·d_o (Adam on the relaxed rounding)."""
+    """INT8 values for rows `w` [(groups,) rows, K] with steps `scale`
+    [(groups,) rows] that minimize Σ_o d_oᵀ·G·d_o, G = `gram` [(groups,) K,
+    K] (Adam on the relaxed rounding; all groups at once)."""
+    single = w.ndim == 2
+    if single:
+        w, scale, gram = w[None], scale[None], gram[None]
     w = w.astype(np.float64)
-    s = scale[:, None]
+    s = scale[..., None]
     base = np.floor(w / s)
     rest = w / s - base
-    fixed = np.abs(w) >= np.abs(w).max(axis=1, keepdims=True)  # keeps the row's scale
+    fixed = np.abs(w) >= np.abs(w).max(axis=-1, keepdims=True)  # keeps the row's scale
     p = np.clip((rest - GAMMA) / (ZETA - GAMMA), 1e-4, 1 - 1e-4)
     v = np.log(p / (1 - p))  # h(v) = rest: start at the float weight
-    norm = max(float(np.trace(gram)) / len(gram), 1e-12)
+    diag = np.einsum("gkk->g", gram) / gram.shape[-1]
+    norm = np.maximum(diag, 1e-12)[:, None, None]
     m, u = np.zeros_like(v), np.zeros_like(v)
     warm = int(WARMUP * ITERATIONS)
     for t in range(1, ITERATIONS + 1):
@@ -116,26 +115,26 @@ def learn_rows(w: np.ndarray, scale: np.ndarray, gram: np.ndarray) -> np.ndarray
         v -= LEARNING_RATE * (m / (1 - 0.9**t)) / (np.sqrt(u / (1 - 0.999**t)) + 1e-8)
     q = base + (_h(v) >= 0.5)
     q[fixed] = np.round(w / s)[fixed]
-    return np.clip(q, -127, 127)
+    q = np.clip(q, -127, 127)
+    return q[0] if single else q
 
 
-def round_layer(layer: Linear, grams: list[np.ndarray]) -> tuple[float, float]:
+def round_layer(layer: Linear, grams: np.ndarray) -> tuple[float, float]:
     """Replace the layer's weight by its learned INT8 grid values; the
     output error Σ dᵀGd of nearest rounding and of the learned one."""
-    rows = layer.out_major().astype(np.float64)
-    scales = layer.row_scales()
-    per_group = len(rows) // len(grams)
-    nearest_rows = layer.quantized_rows()
-    new_rows = np.empty_like(rows)
-    before = after = 0.0
-    for g, gram in enumerate(grams):
-        part = slice(g * per_group, (g + 1) * per_group)
-        q = learn_rows(rows[part], scales[part], gram)
-        new_rows[part] = q * scales[part, None]
-        d0 = nearest_rows[part] - rows[part]
-        d1 = new_rows[part] - rows[part]
-        before += float(np.sum((d0 @ gram) * d0))
-        after += float(np.sum((d1 @ gram) * d1))
+    groups, k = grams.shape[0], grams.shape[-1]
+    rows = layer.out_major().astype(np.float64).reshape(groups, -1, k)
+    scales = layer.row_scales().reshape(groups, -1)
+    q = learn_rows(rows, scales, grams)
+    new_rows = q * scales[..., None]
+
+    def error(other: np.ndarray) -> float:
+        d = other - rows
+        return float(np.sum(np.matmul(d, grams) * d))
+
+    before = error(layer.quantized_rows().reshape(rows.shape))
+    after = error(new_rows)
+    new_rows = new_rows.reshape(-1, k)
     if after < before:
         layer.set_out_major(new_rows)
     return before, after
@@ -154,7 +153,7 @@ def learn_rounding(
     for layer in linears((s.op for s in interp.steps), store):
         k = int(np.prod(layer.weight.shape[1:])) if layer.is_conv else layer.in_channels()
         if k <= MAX_PATCH:
-            chosen[layer.op] = (layer, [np.zeros((k, k)) for _ in range(layer.group)])
+            chosen[layer.op] = (layer, np.zeros((layer.group, k, k)))
     meter = GramMeter(chosen)
     for sample in progress(samples, "adaround inputs"):
         interp.run(store, load(sample), observe=meter.observe)

@@ -64,6 +64,11 @@ class Similarity:
     def cosine(self, module: ModuleOp, store: WeightStore, entries: Mapping[str, CaliEntry],
                qtable: Path | None = None) -> float:  # fmt: skip
         """Mean output cosine of the INT8 module against the reference."""
+        return float(np.mean(self.cosines(module, store, entries, qtable)))
+
+    def cosines(self, module: ModuleOp, store: WeightStore, entries: Mapping[str, CaliEntry],
+                qtable: Path | None = None) -> list[float]:  # fmt: skip
+        """Each sample's output cosine (mean over outputs), INT8 vs reference."""
         from tpuc.deploy import lower
         from tpuc.interp.tpu_interpreter import TpuInterpreter
         from tpuc.weights import weights_of
@@ -77,6 +82,6 @@ class Similarity:
         cosines = []
         for x, ref in zip(self.inputs, self.reference, strict=True):
             out = interp.real_values(interp.run(weights, x))
-            cosines += [cosine_similarity(out[n], ref[n]) for n in self.output_names]
+            cosines.append(np.mean([cosine_similarity(out[n], ref[n]) for n in self.output_names]))
         self.evaluations += 1
-        return float(np.mean(cosines))
+        return [float(c) for c in cosines]
