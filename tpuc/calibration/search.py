@@ -3,9 +3,9 @@ measured FP32 vs INT8 output cosine instead of by a rule.
 
 - search_threshold: as TPU-MLIR, score the whole table of each threshold
   method (kl tuned, kl, max, percentile9999, mse) and keep the best; then,
-  going further than TPU-MLIR, revisit each tensor in network order and
-  keep another method's threshold for it wherever that raises the output
-  cosine.
+  going further than TPU-MLIR, revisit in network order each tensor whose
+  candidates differ by more than 1.5x and keep another method's threshold
+  for it wherever that raises the output cosine.
 - search_qtable: every INT8 layer is a candidate for float; each is scored
   by the network's loss with only it in float, and layers are added in
   order of gain until --expected_cos (run_qtable.py's search,
@@ -30,6 +30,10 @@ THRESHOLD_METHODS = ("kl", "max", "percentile9999", "mse")
 """TPU-MLIR's search_threshold candidates (kl tuned goes first when tuning runs)."""
 MIN_GAIN = 1e-6  # a change must raise the cosine by more than this
 MIN_MOVE = 0.01  # candidates within 1% of the current threshold are not tried
+MIN_SPREAD = 1.5
+"""Tensors revisited one by one: those whose candidates span more than this
+ratio (where the method matters: long tails, outliers). Elsewhere each
+candidate rounds alike and a network run per candidate would buy nothing."""
 
 Thresholds = dict[str, float]
 Score = Callable[[Mapping[str, CaliEntry]], float]
@@ -74,6 +78,8 @@ class ThresholdSearch:
 
     def _alternatives(self, name: str, now: float) -> list[float]:
         values = sorted({c[name] for c in self.candidates.values()})
+        if values[-1] <= MIN_SPREAD * values[0]:
+            return []
         return [v for v in values if abs(v - now) > MIN_MOVE * max(abs(now), 1e-12)]
 
 

@@ -100,6 +100,8 @@ def add_technique_flags(parser) -> None:
          "output error from rounding its weights to INT8, measured on the samples")  # fmt: skip
     flag("--adaround", action="store_true", help="learned rounding of Conv/MatMul weights "
          "(AdaRound) on the samples' layer inputs")  # fmt: skip
+    flag("--smc", action="store_true", help="TPU-MLIR's softmax correction: not implemented in "
+         "tpuc (refused with a message)")  # fmt: skip
     flag("--bc_inference_num", type=int, default=30,
          help="samples used by --bc and --adaround (default 30)")  # fmt: skip
     flag("--search", choices=SEARCH_MODES, default="False", help="search_threshold: thresholds "
@@ -146,6 +148,11 @@ def check_plan(args, output: Path):
     and where the changed module and the qtable go."""
     from tpuc.calibration.techniques import Plan
 
+    if args.smc:
+        raise TpucError(
+            "--smc: softmax correction is not implemented in tpuc (it would rescale attention "
+            "probabilities through an INT8 Mul whose per-head weights lose precision)"
+        )
     names = technique_names(args)
     search = None if args.search == "False" else args.search
     if not names and search is None:
