@@ -97,3 +97,10 @@ def test_output_mlir_never_overwrites_the_input(work, capsys):
     assert code == 1
     assert "refusing to overwrite an input file" in one_line_error(err)
     assert (work / "m.mlir").read_bytes() == before and not (work / "no2").exists()
+
+
+def test_smc_is_refused_by_name(work, capsys):
+    code, _, err = calibrate(work, capsys, "--smc", table="no3")
+    assert code == 1
+    assert "--smc: softmax correction is not implemented" in one_line_error(err)
+    assert not (work / "no3").exists()
