@@ -41,6 +41,7 @@ VARIANTS = {
     "adaround": ["--adaround"],
     "sq": ["--sq"],
     "we+bc": ["--we", "--bc"],
+    "bc+adaround": ["--bc", "--adaround"],
     "search_threshold": ["--search", "search_threshold"],
 }
 
