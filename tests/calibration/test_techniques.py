@@ -305,3 +305,20 @@ def test_search_threshold_picks_what_a_hand_computation_says(tmp_path):
     assert candidates[0] < 0.5 and 2.5 < best < 3.0  # kl clips the outlier; mse wins
     assert outcome.entries["x"].threshold == pytest.approx(best, rel=1e-6)
     assert outcome.after > outcome.before
+
+
+def test_bias_correction_gives_a_layer_without_bias_one(tmp_path):
+    w = np.array([[1.27, 0.004, 0.004, 0.004]], np.float32).reshape(1, 4, 1, 1)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")]
+    path = onnx_model(tmp_path / "nobias.onnx", nodes,
+                      [helper.make_tensor_value_info("x", F, [1, 4, 2, 2])],
+                      [helper.make_tensor_value_info("y", F, [1, 1, 2, 2])],
+                      [init("w", w)])  # fmt: skip
+    module, store = load_module(to_top(path))
+    samples = [np.ones((1, 4, 2, 2), np.float32)]
+    done = correct_biases(TopInterpreter(module, native=False), store, samples,
+                          lambda s: {"x": s}, _no_progress)  # fmt: skip
+    np.testing.assert_allclose(done[0].layer.bias, [0.012], rtol=1e-5)  # 3 x 0.004 x 1
+    module.verify()
+    y = TopInterpreter(module, native=False).run(store, {"x": samples[0]})["y"]
+    np.testing.assert_allclose(y, 1.27 + 0.012 + 0.012, rtol=1e-5)  # float W plus the bias
