@@ -43,6 +43,7 @@ VARIANTS = {
     "we+bc": ["--we", "--bc"],
     "bc+adaround": ["--bc", "--adaround"],
     "search_threshold": ["--search", "search_threshold"],
+    "bc+search_threshold": ["--bc", "--search", "search_threshold"],
 }
 
 
