@@ -108,7 +108,7 @@ def model_rows(name: str, variants, args) -> list[tuple[str, str, float, float, 
             seconds = time.perf_counter() - start
             cos = held_out_cosines(mlir, deployed, table, inputs, args.chip)
             rows.append((name, variant, float(np.mean(cos)), float(np.min(cos)), seconds))
-            print(f"{name:12s} {variant:18s} mean {rows[-1][2]:.6f}  min {rows[-1][3]:.6f}  "
+            print(f"{name:12s} {variant:20s} mean {rows[-1][2]:.6f}  min {rows[-1][3]:.6f}  "
                   f"({seconds:.1f} s)", flush=True)  # fmt: skip
     return rows
 
@@ -132,12 +132,12 @@ def main() -> int:
     print(f"\nFP32 vs INT8 output cosine, {args.chip}, TPU interpreter; calibrated on "
           f"{args.cal_num} samples, measured on {args.test_num} held-out + the test "
           "input")  # fmt: skip
-    print(f"{'model':12s} {'variant':18s} {'mean cos':>10s} {'min cos':>10s} "
+    print(f"{'model':12s} {'variant':20s} {'mean cos':>10s} {'min cos':>10s} "
           f"{'vs plain':>10s} {'seconds':>8s}")  # fmt: skip
     plain = {r[0]: r[2] for r in rows if r[1] == "plain"}
     for name, variant, mean, low, seconds in rows:
         delta = f"{mean - plain[name]:+.6f}" if name in plain else ""
-        print(f"{name:12s} {variant:18s} {mean:10.6f} {low:10.6f} {delta:>10s} {seconds:8.1f}")
+        print(f"{name:12s} {variant:20s} {mean:10.6f} {low:10.6f} {delta:>10s} {seconds:8.1f}")
     return 0
 
 
