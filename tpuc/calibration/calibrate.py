@@ -118,7 +118,7 @@ class Calibration:
             self.interp,
             self.weights,
             samples,
-            self._load,
+            self.load,
             bins=bins,
             histogram=kind.needs_histogram,
             moments=kind.needs_moments,
@@ -131,15 +131,23 @@ class Calibration:
             start = time.perf_counter()
             absmax = {name: s.absmax for name, s in stats.items()}
             tuned = tune(
-                self.interp, self.weights, tune_samples, self._load, thresholds, absmax, progress
+                self.interp, self.weights, tune_samples, self.load, thresholds, absmax, progress
             )
             thresholds.update(tuned)
             self.timings["auto-tune"] = time.perf_counter() - start
         entries = {name: entry_of(stats[name], thresholds[name]) for name in stats}
         return apply_rules(self.interp.steps, entries)
 
-    def _load(self, sample: Sample):
+    def load(self, sample: Sample):
+        """One sample's input tensors by name, preprocessed."""
         return load_sample(sample, self.specs)
+
+    def rebuild(self) -> None:
+        """Make the interpreter again after the module's ops changed (a
+        technique added a weight)."""
+        from tpuc.interp.top_interpreter import TopInterpreter
+
+        self.interp = TopInterpreter(self.module, native=False)
 
 
 def entry_of(stats: TensorStats, threshold_value: float) -> CaliEntry:

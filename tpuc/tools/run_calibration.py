@@ -2,6 +2,9 @@
 
     run_calibration.py name.mlir --dataset DIR | --data_list FILE [--input_num N]
         [--cali_method kl] [--histogram_bin_num 2048] [--tune_num 10 | --tune_list FILE]
+        [--sq] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
+        [--search search_threshold|search_qtable|fast_search|mix_search
+         [--quantize_table name_qtable] [--expected_cos 0.99] [--min_layer_cos 0.99]]
         -o name_cali_table
 
 Runs the TOP module's float interpreter over the samples (images are
@@ -10,6 +13,15 @@ every tensor's statistics in two streamed passes, picks a symmetric
 threshold per tensor with `--cali_method`, auto-tunes the thresholds on the
 first `--tune_num` samples, applies the per-op range rules and writes the
 table in TPU-MLIR's format.
+
+The techniques (--sq, --we, --bc, --adaround) change the module's weights:
+TPU-MLIR rewrites the module's weight file in place; tpuc never overwrites
+an input, so it writes the changed module and its weights next to the
+table (`--output_mlir`), and that module is what model_deploy.py takes
+with the table. --search search_threshold writes the searched table; the
+qtable modes also write `--quantize_table` for model_deploy.py. Every run
+with a technique or a search prints the FP32 vs INT8 output cosine before
+and after (tpuc/calibration/techniques.py).
 """
 
 from __future__ import annotations
@@ -32,8 +44,14 @@ EPILOG = (
     "INT8, min/max for asymmetric. Samples: images (preprocessed as recorded by "
     "model_transform.py), .npy (one input) or .npz (keyed by input name; one file per sample "
     "for several inputs). Set SOURCE_DATE_EPOCH to record a generation time; without it two "
-    "runs write identical bytes."
+    "runs write identical bytes. Techniques (docs/tools.md, 'Calibration techniques'): "
+    "--sq SmoothQuant (LayerNorm -> MatMul), --we cross-layer weight equalization, --bc bias "
+    "correction, --adaround learned weight rounding; they write the changed module to "
+    "--output_mlir (default: <mlir name>_<techniques>.mlir next to the table), which "
+    "model_deploy.py must be given with the table."
 )
+SEARCH_MODES = ("search_threshold", "search_qtable", "fast_search", "mix_search", "False")
+QTABLE_SEARCHES = ("search_qtable", "fast_search", "mix_search")
 
 
 def build_parser():
@@ -66,8 +84,43 @@ def build_parser():
     parser.add_argument(
         "--tune_list", help="file listing the auto-tune samples instead (one per line)"
     )
+    add_technique_flags(parser)
     parser.add_argument("-o", "--calibration_table", required=True, help="output table file")
     return parser
+
+
+def add_technique_flags(parser) -> None:
+    """TPU-MLIR's technique and search flags (and --adaround, --output_mlir)."""
+    flag = parser.add_argument
+    flag("--sq", action="store_true", help="SmoothQuant: move LayerNorm output outliers into the "
+         "weights of the MatMuls reading it (alpha searched per LayerNorm)")  # fmt: skip
+    flag("--we", action="store_true", help="weight equalization: cross-layer equalization of "
+         "consecutive Conv/MatMul pairs through ReLU, LeakyReLU or PReLU")  # fmt: skip
+    flag("--bc", action="store_true", help="bias correction: subtract each layer's mean "
+         "output error from rounding its weights to INT8, measured on the samples")  # fmt: skip
+    flag("--adaround", action="store_true", help="learned rounding of Conv/MatMul weights "
+         "(AdaRound) on the samples' layer inputs")  # fmt: skip
+    flag("--smc", action="store_true", help="TPU-MLIR's softmax correction: not implemented in "
+         "tpuc (refused with a message)")  # fmt: skip
+    flag("--bc_inference_num", type=int, default=30,
+         help="samples used by --bc and --adaround (default 30)")  # fmt: skip
+    flag("--search", choices=SEARCH_MODES, default="False", help="search_threshold: thresholds "
+         "chosen by the measured output cosine; search_qtable: float layers for a qtable "
+         "(every INT8 layer a candidate); fast_search / mix_search: only layers below "
+         "--min_layer_cos (default False: no search)")  # fmt: skip
+    flag("--inference_num", type=int, default=30,
+         help="samples the FP32 vs INT8 cosine is measured on (default 30)")  # fmt: skip
+    flag("--chip", "--processor", dest="chip", default="bm1684x",
+         help="chip the INT8 cosine is measured for (default bm1684x)")  # fmt: skip
+    flag("--expected_cos", type=float, default=0.99, help="qtable searches: output cosine to "
+         "reach (default 0.99)")  # fmt: skip
+    flag("--min_layer_cos", type=float, default=0.99, help="fast_search / mix_search: layers "
+         "whose own INT8 cosine is below this are candidates (default 0.99)")  # fmt: skip
+    flag("--fp_type", choices=("auto", "F16", "BF16", "F32"), default="auto",
+         help="qtable searches: float mode of the chosen layers (default auto)")  # fmt: skip
+    flag("--quantize_table", help="qtable searches: the qtable written (required with them)")
+    flag("--output_mlir", help="techniques: the changed TOP module written (default "
+         "<mlir name>_<techniques>.mlir next to the table; weights beside it)")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,6 +134,50 @@ class Request:
     tune_num: int
     tune_list: str | None
     output: Path
+    plan: object | None = None  # tpuc.calibration.techniques.Plan when asked for
+    output_mlir: Path | None = None
+    qtable: Path | None = None
+
+
+def technique_names(args) -> tuple[str, ...]:
+    return tuple(name for name in ("sq", "we", "bc", "adaround") if getattr(args, name))
+
+
+def check_plan(args, output: Path):
+    """The techniques/search plan (None when none was asked for), its checks,
+    and where the changed module and the qtable go."""
+    from tpuc.calibration.techniques import Plan
+
+    if args.smc:
+        raise TpucError(
+            "--smc: softmax correction is not implemented in tpuc (it would rescale attention "
+            "probabilities through an INT8 Mul whose per-head weights lose precision)"
+        )
+    names = technique_names(args)
+    search = None if args.search == "False" else args.search
+    if not names and search is None:
+        return None, None, None
+    for flag in ("inference_num", "bc_inference_num"):
+        if getattr(args, flag) < 1:
+            raise TpucError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    for flag in ("expected_cos", "min_layer_cos"):
+        if not -1.0 <= getattr(args, flag) <= 1.0:
+            raise TpucError(f"--{flag} {getattr(args, flag)}: a cosine is between -1 and 1")
+    qtable = None
+    if search in QTABLE_SEARCHES:
+        if not args.quantize_table:
+            raise TpucError(f"--search {search} writes a qtable: give --quantize_table")
+        qtable = Path(args.quantize_table)
+    output_mlir = None
+    if names:
+        stem = Path(args.mlir_file).stem
+        output_mlir = Path(args.output_mlir or output.parent / f"{stem}_{'_'.join(names)}.mlir")
+        if output_mlir.suffix != ".mlir":
+            raise TpucError(f"--output_mlir {output_mlir}: must end in .mlir")
+    plan = Plan(names, search, args.chip, args.cali_method, args.histogram_bin_num,
+                args.inference_num, args.expected_cos, args.min_layer_cos, args.fp_type,
+                args.bc_inference_num)  # fmt: skip
+    return plan, output_mlir, qtable
 
 
 def check_request(args) -> Request:
@@ -95,6 +192,8 @@ def check_request(args) -> Request:
         existing_file(args.tune_list, "--tune_list")
     if Path(args.calibration_table).is_dir():
         raise TpucError(f"-o {args.calibration_table}: is a folder, not a table file name")
+    output = Path(args.calibration_table)
+    plan, output_mlir, qtable = check_plan(args, output)
     return Request(
         mlir=mlir,
         dataset=args.dataset,
@@ -104,7 +203,10 @@ def check_request(args) -> Request:
         method=args.cali_method,
         tune_num=args.tune_num,
         tune_list=args.tune_list,
-        output=Path(args.calibration_table),
+        output=output,
+        plan=plan,
+        output_mlir=output_mlir,
+        qtable=qtable,
     )
 
 
@@ -159,6 +261,11 @@ def run(argv: list[str] | None = None) -> int:
     protected = [*cal.input_files(samples, tune_samples), *lists]
     refuse_overwrite(req.output, protected)
     say(f"{len(samples)} samples, method {req.method}, {req.bins} bins, tune {len(tune_samples)}")
+    if req.plan is not None:
+        outputs = [p for p in (req.output_mlir, req.qtable) if p is not None]
+        for path in outputs:
+            refuse_overwrite(path, protected)
+        return run_plan(req, cal, samples, tune_samples, protected, generated, start)
     entries = cal.run(samples, tune_samples, req.method, req.bins, progress)
     write_table(
         req.output,
@@ -173,6 +280,41 @@ def run(argv: list[str] | None = None) -> int:
     )
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
     say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s: {stages})")
+    return 0
+
+
+def run_plan(req: Request, cal, samples, tune_samples, protected, generated, start) -> int:
+    """Techniques and/or search, then every output written together."""
+    from tpuc.cali_table import CaliTable, format_table
+    from tpuc.calibration.techniques import run_plan as run_techniques
+    from tpuc.files import OutputSet
+    from tpuc.module_io import save_module
+    from tpuc.qtable import format_qtable
+
+    outcome = run_techniques(cal, samples, tune_samples, req.plan, progress, say)
+    mlir = req.output_mlir if outcome.weights_changed else req.mlir
+    methods = [req.method] + list(req.plan.techniques)
+    if req.plan.search:
+        methods.append(req.plan.search)
+    text = format_table(CaliTable(entries=outcome.entries), mlir=mlir.name, methods=methods,
+                        histogram_bins=req.bins, samples=len(samples),
+                        tune_num=len(tune_samples), generated=generated)  # fmt: skip
+    with OutputSet(protected=tuple(protected)) as out:
+        if outcome.weights_changed:
+            weights = mlir.with_name(f"{mlir.stem}_top_f32_all_weight.npz")
+            save_module(out, cal.module, mlir, cal.weights, weights)
+        if outcome.qtable is not None:
+            out.write_text(req.qtable, format_qtable(outcome.qtable, [f"chip: {req.plan.chip}"]))
+        out.write_text(req.output, text)
+    say(f"{len(outcome.entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s)")
+    if outcome.weights_changed:
+        say(f"changed module -> {mlir}; deploy it with this table: model_deploy.py --mlir {mlir} "
+            f"--calibration_table {req.output} ...")  # fmt: skip
+    if outcome.qtable is not None:
+        say(f"qtable -> {req.qtable} (model_deploy.py --quantize_table {req.qtable})")
+    if outcome.after < outcome.before:
+        warn(f"the INT8 output cosine went down ({outcome.before:.6f} -> {outcome.after:.6f}) "
+             "on these samples: compare with a plain calibration before deploying")  # fmt: skip
     return 0
 
 
