@@ -12,15 +12,19 @@ from __future__ import annotations
 
 from xdsl.ir import Attribute
 
+from tpuc.chips import CHIPS
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
+from tpuc.interp.kernels.registry import LIBRARY, Array, Kernel, KernelResult, record_of
 from tpuc.interp.tpu_kernels.params import element_of_value, element_record
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
 from tpuc.kernels import rounding
+from tpuc.kernels.chip_float import chip_kernel
 from tpuc.kernels.element import Element
 from tpuc.kernels.executor import current
+from tpuc.module_io import module_attr
+from tpuc.weights import module_of
 
 
 def round_float(x: Array, element: Attribute) -> Array:
@@ -94,3 +98,21 @@ def pool2d(op, args: list[Array]) -> Array:
 @tpu_kernel(tpu.ActiveOp, kinds=("float",))
 def active(op, args: list[Array]) -> Array:
     return round_results(op, by_mode(op, tpu.ACTIVE_MODES, "mode")(op, args))
+
+
+def chip_family(op) -> str | None:
+    """The family of the module's chip (None: no chip recorded), once per op."""
+
+    def find() -> str | None:
+        chip = CHIPS.get(str(module_attr(module_of(op), "chip", "")).lower())
+        return None if chip is None else chip.family
+
+    return current().memo(("chip family", op), find)
+
+
+@tpu_kernel(tpu.SoftmaxOp, kinds=("float",), priority=1)
+def softmax(op, args: list[Array]) -> Array:
+    """TOP's softmax, or the chip's own (`chip_float.softmax` on bm168x), rounded."""
+    build, run = LIBRARY[top.SoftmaxOp]
+    fn = chip_kernel(chip_family(op), run)
+    return round_results(op, fn(record_of(op, build), *args))

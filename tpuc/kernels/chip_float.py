@@ -1,0 +1,130 @@
+"""BM168x float32 arithmetic as the chip computes it, bit for bit.
+
+The vendor backend builds exp, division and reductions out of TIU commands
+that each round to nearest even and flush subnormal results to zero; the
+vendor's chip model (the "cmodel" its runtime runs) executes them as read
+from its disassembly and checked on millions of values:
+
+- exp(x): x clamped to ±3.4028e35; n = floor(x·f32(log2 e)); r = x − n·f32(ln 2);
+  p = Horner over 1/k! for k = 9..0 (f32 coefficients, a multiply then an
+  add per step); result p · 2^n with n clamped to [−127, 127] and 2^n built
+  in the exponent bits (2^−127 is 0).
+- a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
+  Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
+  with the sign of a·b.
+- an f32 average-pooling window: each element times the scale, even
+  positions summed into one accumulator and odd into another, in order,
+  then the two added.
+
+`softmax` is the vendor's softmax over these (`backend_api_softmax_global`).
+`chip_kernel` maps a kernel-library function to the chip family's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from tpuc.kernels import norm
+from tpuc.kernels.arrays import Array, axis_of
+
+F = np.float32
+TINY = F(2.0**-126)  # smallest normal f32: smaller results flush to zero
+CLAMP = F(3.4028198694267105e35)
+LOG2E = F(1.4426950216293335)
+LN2 = F(0.6931471824645996)
+EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k = 0..9
+NEWTON_STEPS = 3  # `arith.div` with iter = 3
+COLUMNS = 16  # f32 lanes of a row: the softmax sum's first-stage width
+TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
+
+
+def ftz(x: Array) -> Array:
+    """Subnormal results flushed to (signed) zero, as every TIU float op does."""
+    return np.where(np.abs(x) < TINY, x * F(0), x)
+
+
+def exp(x: Array) -> Array:
+    """The chip's f32 exp (module docstring)."""
+    x = np.clip(np.asarray(x, F), -CLAMP, CLAMP)
+    n = np.floor(x * LOG2E)
+    r = x - n * LN2
+    power = ((np.clip(n, -127, 127).astype(np.int32) + 127) << 23).view(F)
+    p = np.full_like(r, EXP_COEFFS[-1])
+    for c in EXP_COEFFS[-2::-1]:
+        p *= r
+        p += c
+    return p * power
+
+
+def rsqrt(x: Array, steps: int = NEWTON_STEPS) -> Array:
+    """1/sqrt(x) for x >= 0: the bit-trick seed and `steps` Newton steps."""
+    x = np.asarray(x, F)
+    half = x * F(0.5)
+    y = (np.uint32(0x5F3759DF) - (x.view(np.uint32) >> np.uint32(1))).view(F)
+    for _ in range(steps):
+        y = y * (F(1.5) - (y * half) * y)
+    return y
+
+
+def divide(a: Array, b: Array, steps: int = NEWTON_STEPS) -> Array:
+    """a / b as `arith.div`: rsqrt(|b|)² · |a|, with the sign of a·b."""
+    a, b = np.asarray(a, F), np.asarray(b, F)
+    sign = (a.view(np.uint32) ^ b.view(np.uint32)) & np.uint32(0x80000000)
+    magnitude = (a.view(np.uint32) & np.uint32(0x7FFFFFFF)) | sign
+    y = rsqrt((b.view(np.uint32) & np.uint32(0x7FFFFFFF)).view(F), steps)
+    return ftz((y * y) * magnitude.view(F))
+
+
+def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
+    """An f32 average-pooling window along `axis` (kept, size 1): scaled
+    elements, even and odd positions in two running sums, then added."""
+    x = np.moveaxis(np.asarray(x, F), axis, -1)
+    if scale != 1.0:
+        x = x * F(scale)
+    total = np.zeros(x.shape[:-1], F)
+    for part in (x[..., 0::2], x[..., 1::2]):
+        if part.shape[-1]:
+            total = total + np.cumsum(part, axis=-1, dtype=F)[..., -1]
+    return np.expand_dims(total, axis)
+
+
+def axis_sum(x: Array, axis: int) -> Array:
+    """The softmax sum over `axis` (kept) in the backend's layout: an
+    innermost axis of at most TWO_STAGE_MAX in rows of COLUMNS (zero-padded),
+    summed down each column then across; anything else in one window."""
+    length = x.shape[axis]
+    if axis != x.ndim - 1 or length > TWO_STAGE_MAX:
+        return window_sum(x, axis)
+    rows = -(-length // COLUMNS)
+    padded = np.zeros(x.shape[:-1] + (rows * COLUMNS,), F)
+    padded[..., :length] = x
+    columns = window_sum(padded.reshape(x.shape[:-1] + (rows, COLUMNS)), -2)
+    return window_sum(columns[..., 0, :], -1)
+
+
+def softmax(p: norm.Softmax, x: Array) -> Array:
+    """`backend_api_softmax_global` in f32: e = exp(x − max), e · (1 / Σe).
+    A log-softmax keeps the kernel library's form."""
+    if p.log:
+        return norm.softmax(p, x)
+    x = np.asarray(x, F)
+    axis = axis_of(p.axis, x.ndim)
+    inner = x.shape[axis + 1 :]
+    flat = x.reshape(x.shape[: axis + 1] + (-1,)) if inner else x
+    if flat.ndim > axis + 1 and flat.shape[-1] == 1:  # trailing ones: the axis is innermost
+        flat = flat[..., 0]
+    e = exp(ftz(flat - flat.max(axis=axis, keepdims=True)))
+    total = axis_sum(e, axis)
+    return ftz(divide(np.ones_like(total), total) * e).reshape(x.shape)
+
+
+CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {"bm168x": {norm.softmax: softmax}}
+"""Per chip family: kernel-library functions the chip computes its own way."""
+
+
+def chip_kernel(family: str | None, fn: Callable) -> Callable:
+    """The chip family's own form of the library function `fn` (else `fn`)."""
+    return CHIP_KERNELS.get(family or "", {}).get(fn, fn)
