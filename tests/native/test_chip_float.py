@@ -1,0 +1,113 @@
+"""bm168x float ops where tpuc's TPU interpreter computes what the chip
+computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, in the
+vendor runtime on crafted inputs, and its pieces on values the vendor's chip
+model gave (exp, reciprocal) or that are worked out by hand (the sums)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from native_models import native_vs_interp, node
+
+from tpuc.kernels import chip_float, norm
+
+RNG = np.random.default_rng(7)
+F = np.float32
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x, F).view(np.uint32)
+
+
+# (input, the vendor runtime's exp) of one-op F32 Exp models on the chip model
+VENDOR_EXP = [(0x42335C5A, 0x5FCE9A4B), (0x429D3C66, 0x782B7674), (0xC27E10DD, 0x11A4DC59),
+              (0x41134345, 0x461B401E), (0x00000000, 0x3F800000)]  # fmt: skip
+
+
+def test_exp_matches_the_vendor_values():
+    x = np.array([i for i, _ in VENDOR_EXP], np.uint32).view(F)
+    assert list(bits(chip_float.exp(x))) == [o for _, o in VENDOR_EXP]
+    assert chip_float.exp(F(-200.0)) == 0  # 2^n below 2^-126 is zero
+
+
+def test_reciprocal_matches_the_vendor_values():
+    """1/1, 1/2, 1/3, 1/4 of a one-op Reciprocal model: the rsqrt-Newton
+    division is not IEEE's (1/1 is 0.9999999)."""
+    x = np.array([1, 2, 3, 4], F)
+    got = chip_float.divide(np.ones_like(x), x)
+    assert [hex(b) for b in bits(got)] == ["0x3f7ffffe", "0x3f000001", "0x3eaaaaaa", "0x3e7ffffe"]
+    assert chip_float.divide(F(-6.0), F(3.0)) < 0 and chip_float.divide(F(6.0), F(-3.0)) < 0
+
+
+def test_window_sum_adds_even_and_odd_positions_apart():
+    """[1, 2^24, 1, -2^24]: evens 1 + 1 = 2, odds 2^24 − 2^24 = 0, total 2
+    (in order it would be 0: 2^24 + 1 rounds back to 2^24)."""
+    x = np.array([[1.0, 2.0**24, 1.0, -(2.0**24)]], F)
+    assert chip_float.window_sum(x, 1)[0, 0] == 2.0
+    assert chip_float.window_sum(x, 1, scale=0.5)[0, 0] == 1.0
+
+
+def test_axis_sum_two_stages_on_a_short_innermost_axis():
+    """17 values: rows of 16 (zero-padded), columns summed, then across."""
+    x = np.zeros([1, 17], F)
+    x[0, 0], x[0, 16], x[0, 1], x[0, 2] = 2.0**24, 1.0, 1.0, -(2.0**24)
+    # column 0: 2^24 + 1 -> 2^24; columns: [2^24, 1, -2^24, 0...] -> evens 0, odds 1
+    assert chip_float.axis_sum(x, 1)[0, 0] == 1.0
+
+
+def test_other_chips_keep_the_library_softmax():
+    assert chip_float.chip_kernel("cv18xx", norm.softmax) is norm.softmax
+    assert chip_float.chip_kernel(None, norm.softmax) is norm.softmax
+    assert chip_float.chip_kernel("bm168x", norm.softmax) is chip_float.softmax
+
+
+def crafted(shape, axis) -> np.ndarray:
+    """Rows of every kind along `axis`: spreads from 0.01 to 300 (results
+    that underflow, and subnormal products flushed to zero), ties at the
+    maximum, constant rows, huge magnitudes and -3.4e38 (masked-like)."""
+    x = np.moveaxis(RNG.standard_normal(shape).astype(F), axis, -1).copy()
+    rows = x.reshape(-1, x.shape[-1])
+    gains = np.array([0.01, 1, 5, 30, 100, 300], F)
+    rows *= gains[np.arange(len(rows)) % len(gains), None]
+    rows[1::7] = 3.0  # constant
+    rows[2::7, ::3] = rows[2::7].max(axis=1, keepdims=True)  # ties at the maximum
+    rows[3::7, 1::2] = -3.4e38  # masked-like
+    rows[4::7] *= 1e30
+    rows[5::7] *= 1e-30
+    return np.moveaxis(x, -1, axis)
+
+
+@pytest.mark.parametrize(
+    "shape, axis",
+    [([64, 1000], 1), ([3, 5000], 1), ([1, 8, 5, 5], 1), ([1, 8, 40, 40], 3), ([2, 7, 3], 1)],
+    ids=["two-stage", "one-window", "inner", "last-axis", "small"],
+)
+def test_f32_softmax_bit_exact(tmp_path, shape, axis):
+    x = crafted(shape, axis)
+    nodes = [node("Softmax", ["a"], ["y"], axis=axis)]
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": shape}, "F32")
+    assert "tpu.Softmax" in kinds
+    same = got["y"].reshape(shape).view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+
+
+def test_int8_network_with_a_float_softmax_is_checked_bit_for_bit(tmp_path):
+    """INT8 MatMul (float epilogue) then the f32 Softmax TPU-MLIR keeps, and
+    an INT8 Softmax alone (between casts): bit for bit in the vendor runtime,
+    and model_deploy's check of the lone Softmax is bit for bit."""
+    x = RNG.standard_normal([4, 64]).astype(F)
+    w = ("w", (RNG.standard_normal([64, 100]) * 0.5).astype(F))
+    nodes = [node("MatMul", ["a", "w"], ["m"]), node("Softmax", ["m"], ["y"], axis=1)]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": [4, 100]}, "INT8", inits=[w]
+    )
+    assert "tpu.Softmax" in kinds
+    assert np.array_equal(got["y"].reshape(4, 100), expected["y"])
+    x = np.clip(crafted([16, 1000], 1), -50, 50)  # a range the int8 input can hold
+    (tmp_path / "alone").mkdir()
+    nodes = [node("Softmax", ["a"], ["y"], axis=1)]
+    got, expected, kinds, bound = native_vs_interp(
+        tmp_path / "alone", nodes, {"a": x}, {"y": [16, 1000]}, "INT8"
+    )
+    assert "tpu.Softmax" in kinds and bound is None
+    assert np.array_equal(got["y"].reshape(16, 1000), expected["y"])
