@@ -91,6 +91,24 @@ def test_f32_softmax_bit_exact(tmp_path, shape, axis):
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 
+@pytest.mark.parametrize("gain", [1.0, 100.0])
+def test_f32_lrn_bit_exact(tmp_path, gain):
+    """inception's LRN (size 5) in F32: the chip's log (mantissa halved from
+    4/3 on) and exp; gain 100 spreads the window sums over many octaves."""
+    x = (RNG.standard_normal([1, 70, 15, 15]) * gain).astype(F)
+    nodes = [node("LRN", ["a"], ["y"], size=5, alpha=1e-4, beta=0.75, bias=1.0)]
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": x.shape}, "F32")
+    assert "tpu.LRN" in kinds
+    same = got["y"].reshape(x.shape).view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+
+
+def test_log_halves_the_mantissa_from_four_thirds():
+    """log of 1.5 = log(0.75) + ln 2: t = −0.25, where the series converges."""
+    assert abs(float(chip_float.log(F(1.5))) - np.log(1.5)) < 2e-7
+    assert chip_float.log(F(1.0)) == 0
+
+
 def test_int8_network_with_a_float_softmax_is_checked_bit_for_bit(tmp_path):
     """INT8 MatMul (float epilogue) then the f32 Softmax TPU-MLIR keeps, and
     an INT8 Softmax alone (between casts): bit for bit in the vendor runtime,

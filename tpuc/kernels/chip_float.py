@@ -16,7 +16,11 @@ from its disassembly and checked on millions of values:
   positions summed into one accumulator and odd into another, in order,
   then the two added.
 
-`softmax` is the vendor's softmax over these (`backend_api_softmax_global`).
+- log(x) (LRN's power): x = m·2^e with m in [2/3, 4/3); 16 Taylor terms of
+  log(1 + t), t = m − 1, in Horner form; plus e·f32(ln 2).
+
+`softmax` is the vendor's softmax over these (`backend_api_softmax_global`),
+`lrn` its LRN (x · exp(−β·log d)).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -36,6 +40,8 @@ CLAMP = F(3.4028198694267105e35)
 LOG2E = F(1.4426950216293335)
 LN2 = F(0.6931471824645996)
 EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k = 0..9
+LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  # log(1+t)
+LOG_SPLIT = 0x2AAAAA  # mantissa bits from which log's argument is halved (m >= 4/3)
 NEWTON_STEPS = 3  # `arith.div` with iter = 3
 COLUMNS = 16  # f32 lanes of a row: the softmax sum's first-stage width
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
@@ -52,11 +58,29 @@ def exp(x: Array) -> Array:
     n = np.floor(x * LOG2E)
     r = x - n * LN2
     power = ((np.clip(n, -127, 127).astype(np.int32) + 127) << 23).view(F)
-    p = np.full_like(r, EXP_COEFFS[-1])
-    for c in EXP_COEFFS[-2::-1]:
-        p *= r
+    return horner(r, EXP_COEFFS) * power
+
+
+def horner(t: Array, coeffs: Array) -> Array:
+    """Σ coeffs[k]·t^k as `sfu.taylor`: from the last coefficient, a multiply
+    then an add per step."""
+    p = np.full_like(t, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        p *= t
         p += c
-    return p * power
+    return p
+
+
+def log(x: Array) -> Array:
+    """The chip's f32 natural log (LRN's power): x = m·2^e with m in
+    [2/3, 4/3), log(1 + (m − 1)) by 16 Taylor terms, plus e·f32(ln 2)."""
+    x = np.maximum(np.asarray(x, F), TINY)
+    raw = x.view(np.int32)
+    e = ((raw >> 23) & 0xFF) + ((raw & 0x7FFFFF) >= LOG_SPLIT)
+    t = x * ((254 - e) << 23).astype(np.int32).view(F) - F(1)
+    p = horner(t, LOG_COEFFS)
+    p = np.where(x == np.inf, F(np.inf), p)
+    return p + (e - 127).astype(F) * LN2
 
 
 def rsqrt(x: Array, steps: int = NEWTON_STEPS) -> Array:
@@ -121,7 +145,27 @@ def softmax(p: norm.Softmax, x: Array) -> Array:
     return ftz(divide(np.ones_like(total), total) * e).reshape(x.shape)
 
 
-CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {"bm168x": {norm.softmax: softmax}}
+def lrn(p: norm.LRN, x: Array) -> Array:
+    """The vendor's f32 LRN: squares summed over the channel window as
+    s[c] + s[c+1] + s[c−1] + s[c+2] + s[c−2] + …, d = Σ·f32(α/size) + bias,
+    x · exp(−β · log d)."""
+    x = np.asarray(x, F)
+    s = x * x
+    total = s.copy()
+    channels = x.shape[1]
+    before, after = (p.size - 1) // 2, p.size // 2
+    for k in range(1, max(before, after) + 1):
+        if k <= after:
+            total[:, : channels - k] += s[:, k:]
+        if k <= before:
+            total[:, k:] += s[:, : channels - k]
+    d = total * F(p.alpha / p.size) + F(p.bias)
+    return ftz(exp(log(d) * F(-p.beta)) * x)
+
+
+CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
+    "bm168x": {norm.softmax: softmax, norm.lrn: lrn}
+}
 """Per chip family: kernel-library functions the chip computes its own way."""
 
 

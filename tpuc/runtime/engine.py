@@ -412,7 +412,8 @@ class EngineStep(Step):
                 relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
             record, kernel = norm.BatchNorm(b.eps, relu), norm.batch_norm
         else:
-            record, kernel = norm.LRN(b.count, b.eps, b.beta, b.bias), norm.lrn
+            record = norm.LRN(b.count, b.eps, b.beta, b.bias)
+            kernel = chip_kernel(self.family, norm.lrn)
         return record, self._rounded(kernel), tuple(range(len(self.command.operands)))
 
     def _sfu(self, b: isa.SfuBlock):

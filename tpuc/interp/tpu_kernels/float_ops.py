@@ -110,9 +110,18 @@ def chip_family(op) -> str | None:
     return current().memo(("chip family", op), find)
 
 
-@tpu_kernel(tpu.SoftmaxOp, kinds=("float",), priority=1)
-def softmax(op, args: list[Array]) -> Array:
-    """TOP's softmax, or the chip's own (`chip_float.softmax` on bm168x), rounded."""
-    build, run = LIBRARY[top.SoftmaxOp]
-    fn = chip_kernel(chip_family(op), run)
-    return round_results(op, fn(record_of(op, build), *args))
+def chip_own(top_class: type) -> Kernel:
+    """TOP's kernel of `top_class`, or the chip family's own form of it
+    (`chip_float.chip_kernel`: softmax and LRN on bm168x), rounded."""
+    build, run = LIBRARY[top_class]
+
+    def kernel_(op, args: list[Array]) -> KernelResult:
+        fn = chip_kernel(chip_family(op), run)
+        return round_results(op, fn(record_of(op, build), *args))
+
+    kernel_.__doc__ = f"{run.__name__} as the module's chip computes it, rounded."
+    return kernel_
+
+
+for _tpu_class, _top_class in ((tpu.SoftmaxOp, top.SoftmaxOp), (tpu.LRNOp, top.LRNOp)):
+    tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
