@@ -103,10 +103,34 @@ def test_f32_lrn_bit_exact(tmp_path, gain):
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 
-def test_log_halves_the_mantissa_from_four_thirds():
-    """log of 1.5 = log(0.75) + ln 2: t = −0.25, where the series converges."""
+def test_log_halves_the_mantissa_above_four_thirds():
+    """log of 1.5 = log(0.75) + ln 2: t = −0.25, where the series converges;
+    4/3 itself (mantissa 0x2AAAAB) is not halved."""
     assert abs(float(chip_float.log(F(1.5))) - np.log(1.5)) < 2e-7
     assert chip_float.log(F(1.0)) == 0
+    four_thirds = np.array([0x3FAAAAAB, 0x3FAAAAAC], np.uint32).view(F)
+    t = chip_float.log(four_thirds) - np.array([0, chip_float.LN2], F)
+    assert t[0] > 0.28 and t[1] < -0.4  # log(1 + 1/3) by the series; log(2/3) + ln 2
+
+
+LAYER_NORMS = [([1, 40, 120], 1.0), ([1, 40, 120], 100.0), ([2, 16, 4], 3.0), ([1, 4, 768], 1.0)]
+
+
+@pytest.mark.parametrize("shape, gain", LAYER_NORMS)
+def test_f32_layer_norm_bit_exact(tmp_path, shape, gain):
+    """ppocr_rec's LayerNorm (120 wide) and others: the mean in one window of
+    x/n, the variance in rows of 16, 4-step rsqrt, then weight and bias."""
+    n = shape[-1]
+    offset = RNG.standard_normal([1, *shape[1:-1], 1]) * gain
+    x = (RNG.standard_normal(shape) * gain + offset).astype(F)
+    inits = [("g", RNG.standard_normal([n]).astype(F)), ("b", RNG.standard_normal([n]).astype(F))]
+    nodes = [node("LayerNormalization", ["a", "g", "b"], ["y"], axis=-1, epsilon=1e-5)]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": shape}, "F32", inits=inits, opset=17
+    )
+    assert "tpu.LayerNorm" in kinds
+    same = got["y"].reshape(shape).view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 
 def test_int8_network_with_a_float_softmax_is_checked_bit_for_bit(tmp_path):

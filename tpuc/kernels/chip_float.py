@@ -41,8 +41,9 @@ LOG2E = F(1.4426950216293335)
 LN2 = F(0.6931471824645996)
 EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k = 0..9
 LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  # log(1+t)
-LOG_SPLIT = 0x2AAAAA  # mantissa bits from which log's argument is halved (m >= 4/3)
+LOG_SPLIT = 0x2AAAAB  # mantissa bits above which log's argument is halved (cmodel microop_normal)
 NEWTON_STEPS = 3  # `arith.div` with iter = 3
+RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
 COLUMNS = 16  # f32 lanes of a row: the softmax sum's first-stage width
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
 
@@ -76,7 +77,7 @@ def log(x: Array) -> Array:
     [2/3, 4/3), log(1 + (m − 1)) by 16 Taylor terms, plus e·f32(ln 2)."""
     x = np.maximum(np.asarray(x, F), TINY)
     raw = x.view(np.int32)
-    e = ((raw >> 23) & 0xFF) + ((raw & 0x7FFFFF) >= LOG_SPLIT)
+    e = ((raw >> 23) & 0xFF) + ((raw & 0x7FFFFF) > LOG_SPLIT)
     t = x * ((254 - e) << 23).astype(np.int32).view(F) - F(1)
     p = horner(t, LOG_COEFFS)
     p = np.where(x == np.inf, F(np.inf), p)
@@ -115,6 +116,18 @@ def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
     return np.expand_dims(total, axis)
 
 
+def column_sum(x: Array, scale: float = 1.0) -> Array:
+    """A sum over the last axis laid out in rows of COLUMNS (zero-padded):
+    each column summed down its rows, then the columns summed across, each
+    column sum times `scale` (the last axis kept, size 1)."""
+    length = x.shape[-1]
+    rows = -(-length // COLUMNS)
+    padded = np.zeros(x.shape[:-1] + (rows * COLUMNS,), F)
+    padded[..., :length] = x
+    columns = window_sum(padded.reshape(x.shape[:-1] + (rows, COLUMNS)), -2)
+    return window_sum(columns[..., 0, :], -1, scale)
+
+
 def axis_sum(x: Array, axis: int) -> Array:
     """The softmax sum over `axis` (kept) in the backend's layout: an
     innermost axis of at most TWO_STAGE_MAX in rows of COLUMNS (zero-padded),
@@ -122,11 +135,7 @@ def axis_sum(x: Array, axis: int) -> Array:
     length = x.shape[axis]
     if axis != x.ndim - 1 or length > TWO_STAGE_MAX:
         return window_sum(x, axis)
-    rows = -(-length // COLUMNS)
-    padded = np.zeros(x.shape[:-1] + (rows * COLUMNS,), F)
-    padded[..., :length] = x
-    columns = window_sum(padded.reshape(x.shape[:-1] + (rows, COLUMNS)), -2)
-    return window_sum(columns[..., 0, :], -1)
+    return column_sum(x)
 
 
 def softmax(p: norm.Softmax, x: Array) -> Array:
@@ -163,8 +172,28 @@ def lrn(p: norm.LRN, x: Array) -> Array:
     return ftz(exp(log(d) * F(-p.beta)) * x)
 
 
+def layer_norm(p: norm.LayerNorm, x: Array, weight: Array | None, bias: Array | None) -> Array:
+    """The vendor's f32 LayerNorm over the axes from `p.axis` on (n values):
+    mean = one window of x·f32(1/n); c = x − mean; var = column_sum(c², 1/n);
+    c · rsqrt(var + eps) (4 Newton steps, inf -> 0), then · weight, + bias."""
+    x = np.asarray(x, F)
+    axis = axis_of(p.axis, x.ndim)
+    flat = x.reshape(x.shape[:axis] + (-1,))
+    inverse = float(F(1.0 / flat.shape[-1]))
+    centered = ftz(flat - window_sum(flat, -1, inverse))
+    var = column_sum(ftz(centered * centered), inverse)
+    scale = rsqrt(var + F(p.eps), RSQRT_STEPS)
+    scale[np.isinf(scale)] = 0
+    y = ftz(scale * centered).reshape(x.shape)
+    if weight is not None:
+        y = ftz(np.asarray(weight, F) * y)
+    if bias is not None:
+        y = ftz(np.asarray(bias, F) + y)
+    return y
+
+
 CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
-    "bm168x": {norm.softmax: softmax, norm.lrn: lrn}
+    "bm168x": {norm.softmax: softmax, norm.lrn: lrn, norm.layer_norm: layer_norm}
 }
 """Per chip family: kernel-library functions the chip computes its own way."""
 

@@ -401,7 +401,8 @@ class EngineStep(Step):
             record = norm.Softmax(b.axis, bool(b.flags & 1))
             kernel = chip_kernel(self.family, norm.softmax)
         elif kind == "LayerNorm":
-            record, kernel = norm.LayerNorm(b.axis, b.eps), norm.layer_norm
+            record = norm.LayerNorm(b.axis, b.eps)
+            kernel = chip_kernel(self.family, norm.layer_norm)
         elif kind == "InstanceNorm":
             record, kernel = norm.InstanceNorm(b.eps), norm.instance_norm
         elif kind == "GroupNorm":

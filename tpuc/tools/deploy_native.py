@@ -73,11 +73,11 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def chip_exact(op) -> bool:
     """Whether the TPU interpreter computes this float op as the chip does,
-    bit for bit (`tpuc.kernels.chip_float`): a softmax (not a log-softmax)
-    and an LRN."""
+    bit for bit (`tpuc.kernels.chip_float`): a softmax (not a log-softmax),
+    an LRN, a LayerNorm."""
     from tpuc.dialects import tpu
 
-    if isinstance(op, tpu.LRNOp):
+    if isinstance(op, tpu.LRNOp | tpu.LayerNormOp):
         return True
     return isinstance(op, tpu.SoftmaxOp) and not op.value("log")
 

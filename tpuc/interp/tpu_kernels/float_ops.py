@@ -112,7 +112,7 @@ def chip_family(op) -> str | None:
 
 def chip_own(top_class: type) -> Kernel:
     """TOP's kernel of `top_class`, or the chip family's own form of it
-    (`chip_float.chip_kernel`: softmax and LRN on bm168x), rounded."""
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm on bm168x), rounded."""
     build, run = LIBRARY[top_class]
 
     def kernel_(op, args: list[Array]) -> KernelResult:
@@ -123,5 +123,9 @@ def chip_own(top_class: type) -> Kernel:
     return kernel_
 
 
-for _tpu_class, _top_class in ((tpu.SoftmaxOp, top.SoftmaxOp), (tpu.LRNOp, top.LRNOp)):
+for _tpu_class, _top_class in (
+    (tpu.SoftmaxOp, top.SoftmaxOp),
+    (tpu.LRNOp, top.LRNOp),
+    (tpu.LayerNormOp, top.LayerNormOp),
+):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
