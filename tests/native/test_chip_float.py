@@ -1,7 +1,8 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
-computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, in the
-vendor runtime on crafted inputs, and its pieces on values the vendor's chip
-model gave (exp, reciprocal) or that are worked out by hand (the sums)."""
+computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
+LayerNorm and average pooling in the vendor runtime on crafted inputs, and
+their pieces on values the vendor's chip model gave (exp, reciprocal) or
+that are worked out by hand (the sums, the log's range split)."""
 
 from __future__ import annotations
 
@@ -130,6 +131,30 @@ def test_f32_layer_norm_bit_exact(tmp_path, shape, gain):
     )
     assert "tpu.LayerNorm" in kinds
     same = got["y"].reshape(shape).view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+
+
+POOLS = {
+    "stride-2": ([1, 24, 28, 28], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    "edges-5x3": ([1, 16, 17, 15], dict(kernel_shape=[5, 3], strides=[2, 1], pads=[2, 1, 2, 1])),
+    "with-pad": ([1, 8, 14, 14], dict(kernel_shape=[3, 3], pads=[1] * 4, count_include_pad=1)),
+    "ceil": ([1, 16, 15, 15], dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    "global-6x6": ([1, 64, 6, 6], dict(kernel_shape=[6, 6])),
+    "global-80x80": ([1, 8, 80, 80], dict(kernel_shape=[80, 80])),
+}
+
+
+@pytest.mark.parametrize("case", POOLS)
+def test_f32_average_pool_bit_exact(tmp_path, case):
+    """shufflenet's and inception's f32 average pools: scaled elements
+    summed even/odd per window, edge rows and columns rescaled (1.5 = 3/2)."""
+    shape, attrs = POOLS[case]
+    x = (RNG.standard_normal(shape) * 10).astype(F)
+    nodes = [node("AveragePool", ["a"], ["y"], **attrs)]
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": None}, "F32")
+    assert "tpu.Pool2D" in kinds
+    y = got["y"].reshape(expected["y"].shape)
+    same = y.view(np.uint32) == expected["y"].view(np.uint32)
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 

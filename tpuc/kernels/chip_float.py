@@ -31,8 +31,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import norm
+from tpuc.kernels import norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
+from tpuc.kernels.pool_window import padded_input
 
 F = np.float32
 TINY = F(2.0**-126)  # smallest normal f32: smaller results flush to zero
@@ -192,8 +193,48 @@ def layer_norm(p: norm.LayerNorm, x: Array, weight: Array | None, bias: Array | 
     return y
 
 
+def avg_pool(p: pooling.Pooling, x: Array) -> Array:
+    """The vendor's f32 average pooling (2-D): a global one as column_sum of
+    the plane times 1/n; else each window (padding included, row-major)
+    a window_sum of x·f32(1/(kh·kw)), then, without count_include_pad, the
+    rows whose windows reach into the padding times f32(kh/valid rows), then
+    such columns times f32(kw/valid columns)."""
+    g = p.geometry(x)
+    x = np.asarray(x, F)
+    lead = x.shape[: x.ndim - len(g.kernel)]
+    if g.is_global():
+        y = column_sum(x.reshape(*lead, -1), 1.0 / int(np.prod(g.kernel)))
+        return pooling.fused_relu(p, y.reshape(*lead, *([1] * len(g.kernel))))
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.strides, g.out
+    windows = np.lib.stride_tricks.sliding_window_view(padded_input(x, g, 0.0), (kh, kw), (-2, -1))
+    windows = windows[..., : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, :, :]
+    y = window_sum(windows.reshape(*lead, oh, ow, kh * kw), -1, 1.0 / (kh * kw))[..., 0]
+    if not p.count_include_pad:
+        for axis, (k, count) in enumerate(zip(g.kernel, _axis_counts(g), strict=True)):
+            edge = count < k
+            if edge.any():
+                index = (slice(None),) * (len(lead) + axis) + (np.nonzero(edge)[0],)
+                factor = (k / count[edge]).astype(F)
+                y[index] = ftz(y[index] * factor.reshape((-1,) + (1,) * (1 - axis)))
+    return pooling.fused_relu(p, y)
+
+
+def _axis_counts(g) -> list[Array]:
+    """Per spatial axis: how many input rows (columns) each window covers."""
+    counts = []
+    for i, k in enumerate(g.kernel):
+        start = np.arange(g.out[i]) * g.strides[i] - g.begins[i]
+        counts.append(np.minimum(start + k, g.sizes[i]) - np.maximum(start, 0))
+    return counts
+
+
 CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
-    "bm168x": {norm.softmax: softmax, norm.lrn: lrn, norm.layer_norm: layer_norm}
+    "bm168x": {
+        norm.softmax: softmax,
+        norm.lrn: lrn,
+        norm.layer_norm: layer_norm,
+        pooling.avg_pool: avg_pool,
+    }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""
 

@@ -322,7 +322,10 @@ class EngineStep(Step):
                 bool(b.count_include_pad),
                 self._float_relu(b.requant),
             )
-            kernel = pooling.max_pool if b.mode == isa.POOL_MAX else pooling.avg_pool
+            if b.mode == isa.POOL_MAX:
+                kernel = pooling.max_pool
+            else:  # f32: the chip's own (chip_float.avg_pool) on bm168x
+                kernel = chip_kernel(self.family, pooling.avg_pool)
             element = element_of(self.command.results[0])
             if b.mode == isa.POOL_AVG and element.dtype in ("f16", "bf16"):
                 return record, _half_avg(element), (0,)

@@ -73,12 +73,16 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def chip_exact(op) -> bool:
     """Whether the TPU interpreter computes this float op as the chip does,
-    bit for bit (`tpuc.kernels.chip_float`): a softmax (not a log-softmax),
-    an LRN, a LayerNorm."""
+    bit for bit: a softmax (not a log-softmax), an LRN, a LayerNorm and an
+    f32 pooling (`tpuc.kernels.chip_float`), and an INT8 conv or matmul with
+    a float epilogue (`tpuc.passes.native.epilogue`)."""
     from tpuc.dialects import tpu
+    from tpuc.passes.native.context import quant_of
 
-    if isinstance(op, tpu.LRNOp | tpu.LayerNormOp):
+    if isinstance(op, tpu.LRNOp | tpu.LayerNormOp | tpu.Pool2DOp):
         return True
+    if isinstance(op, tpu.Conv2DOp | tpu.MatMulOp):
+        return quant_of(op.operands[0]) is not None
     return isinstance(op, tpu.SoftmaxOp) and not op.value("log")
 
 

@@ -92,6 +92,8 @@ def pool2d(op, args: list[Array]) -> Array:
         record = pooling_record(op)
         if pooling.half_global_applies(record, args[0]):
             return pooling.half_global_avg(record, args[0], rounding.half_rounder(element))
+    if op.value("pool_mode") == "Avg" and element.dtype == "f32":
+        return chip_own(top.AvgPoolOp)(op, args)
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
