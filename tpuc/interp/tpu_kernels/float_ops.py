@@ -3,9 +3,12 @@
 A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
 carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
-TPU module reproduces the TOP interpreter bit for bit. The rounding is the
-kernel library's (`tpuc.kernels.rounding`, on the results' `Element`s, built
-once per op); the TOP float kernels are still called with the op.
+TPU module reproduces the TOP interpreter bit for bit, but for the ops a
+bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm and
+f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
+the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
+on the results' `Element`s, built once per op); the TOP float kernels are
+still called with the op.
 """
 
 from __future__ import annotations
