@@ -1,26 +1,27 @@
 """BM168x float32 arithmetic as the chip computes it, bit for bit.
 
-The vendor backend builds exp, division and reductions out of TIU commands
-that each round to nearest even and flush subnormal results to zero; the
-vendor's chip model (the "cmodel" its runtime runs) executes them as read
-from its disassembly and checked on millions of values:
+The vendor backend builds exp, log, division and reductions out of TIU
+commands that each round to nearest even and flush subnormal results to
+zero; the vendor's chip model (the "cmodel" its runtime runs) executes them
+as read from the backend's command streams (bmodel_dis) and the cmodel's
+code, and checked on millions of values in the vendor runtime:
 
 - exp(x): x clamped to ±3.4028e35; n = floor(x·f32(log2 e)); r = x − n·f32(ln 2);
   p = Horner over 1/k! for k = 9..0 (f32 coefficients, a multiply then an
   add per step); result p · 2^n with n clamped to [−127, 127] and 2^n built
   in the exponent bits (2^−127 is 0).
+- log(x): x = m·2^e with m in [2/3, 4/3) (the mantissa halved above
+  0x2AAAAB); 16 Taylor terms of log(1 + t), t = m − 1, by Horner; plus
+  e·f32(ln 2).
 - a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
   Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
-  with the sign of a·b.
+  with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
-  then the two added.
+  then the two added (no flush to zero there).
 
-- log(x) (LRN's power): x = m·2^e with m in [2/3, 4/3); 16 Taylor terms of
-  log(1 + t), t = m − 1, in Horner form; plus e·f32(ln 2).
-
-`softmax` is the vendor's softmax over these (`backend_api_softmax_global`),
-`lrn` its LRN (x · exp(−β·log d)).
+On these: `softmax`, `lrn`, `layer_norm` and `avg_pool`, the vendor's f32
+kernels for those ops (the reduction layouts as the backend lays them out).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -45,7 +46,7 @@ LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  #
 LOG_SPLIT = 0x2AAAAB  # mantissa bits above which log's argument is halved (cmodel microop_normal)
 NEWTON_STEPS = 3  # `arith.div` with iter = 3
 RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
-COLUMNS = 16  # f32 lanes of a row: the softmax sum's first-stage width
+COLUMNS = 16  # f32 lanes of a row: the first-stage width of the backend's sums
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
 
 
@@ -200,11 +201,13 @@ def avg_pool(p: pooling.Pooling, x: Array) -> Array:
     rows whose windows reach into the padding times f32(kh/valid rows), then
     such columns times f32(kw/valid columns)."""
     g = p.geometry(x)
+    if len(g.kernel) != 2:  # the native target pools in 2-D only
+        return pooling.avg_pool(p, x)
     x = np.asarray(x, F)
     lead = x.shape[: x.ndim - len(g.kernel)]
     if g.is_global():
         y = column_sum(x.reshape(*lead, -1), 1.0 / int(np.prod(g.kernel)))
-        return pooling.fused_relu(p, y.reshape(*lead, *([1] * len(g.kernel))))
+        return pooling.fused_relu(p, y.reshape(*lead, 1, 1))
     (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.strides, g.out
     windows = np.lib.stride_tricks.sliding_window_view(padded_input(x, g, 0.0), (kh, kw), (-2, -1))
     windows = windows[..., : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, :, :]

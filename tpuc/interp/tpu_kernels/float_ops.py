@@ -96,7 +96,7 @@ def pool2d(op, args: list[Array]) -> Array:
         if pooling.half_global_applies(record, args[0]):
             return pooling.half_global_avg(record, args[0], rounding.half_rounder(element))
     if op.value("pool_mode") == "Avg" and element.dtype == "f32":
-        return chip_own(top.AvgPoolOp)(op, args)
+        return CHIP_AVG_POOL(op, args)
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
@@ -134,3 +134,5 @@ for _tpu_class, _top_class in (
     (tpu.LayerNormOp, top.LayerNormOp),
 ):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
+
+CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)
