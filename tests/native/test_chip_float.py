@@ -1,7 +1,7 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
 computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
 LayerNorm and average pooling against the vendor runtime on crafted inputs
-(their pieces: tests/kernels/test_chip_float.py)."""
+(their pieces: tests/kernels/test_chip_float_pieces.py)."""
 
 from __future__ import annotations
 
