@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tpuc.chips import CHIPS
 from tpuc.dtypes import ELEMENT_TYPES
 from tpuc.errors import TpucError
 from tpuc.isa import engine as isa
@@ -36,6 +37,7 @@ from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
 from tpuc.kernels import reduce as reduce_lib
 from tpuc.kernels.activation import PRelu, Unary, prelu, unary
+from tpuc.kernels.chip_float import chip_kernel
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import F32, Element
 from tpuc.kernels.lut import Lut, lut
@@ -215,6 +217,12 @@ class EngineStep(Step):
         return requant_of(block, out)
 
     @property
+    def family(self) -> str | None:
+        """The chip family of the device (its own float kernels: `chip_float`)."""
+        chip = CHIPS.get(str(self.device.chip).lower())
+        return None if chip is None else chip.family
+
+    @property
     def is_float(self) -> bool:
         """`kind` 0: float32 arithmetic, then rounding to the result type."""
         return self.command.header.kind == 0
@@ -314,7 +322,10 @@ class EngineStep(Step):
                 bool(b.count_include_pad),
                 self._float_relu(b.requant),
             )
-            kernel = pooling.max_pool if b.mode == isa.POOL_MAX else pooling.avg_pool
+            if b.mode == isa.POOL_MAX:
+                kernel = pooling.max_pool
+            else:  # f32: the chip's own (chip_float.avg_pool) on bm168x
+                kernel = chip_kernel(self.family, pooling.avg_pool)
             element = element_of(self.command.results[0])
             if b.mode == isa.POOL_AVG and element.dtype in ("f16", "bf16"):
                 return record, _half_avg(element), (0,)
@@ -390,9 +401,11 @@ class EngineStep(Step):
     def _norm(self, b: isa.NormBlock):
         kind = isa.NORM_FUNCTIONS[b.function]
         if kind == "Softmax":
-            record, kernel = norm.Softmax(b.axis, bool(b.flags & 1)), norm.softmax
+            record = norm.Softmax(b.axis, bool(b.flags & 1))
+            kernel = chip_kernel(self.family, norm.softmax)
         elif kind == "LayerNorm":
-            record, kernel = norm.LayerNorm(b.axis, b.eps), norm.layer_norm
+            record = norm.LayerNorm(b.axis, b.eps)
+            kernel = chip_kernel(self.family, norm.layer_norm)
         elif kind == "InstanceNorm":
             record, kernel = norm.InstanceNorm(b.eps), norm.instance_norm
         elif kind == "GroupNorm":
@@ -403,7 +416,8 @@ class EngineStep(Step):
                 relu = Relu(True, None if math.isnan(b.relu_limit) else b.relu_limit)
             record, kernel = norm.BatchNorm(b.eps, relu), norm.batch_norm
         else:
-            record, kernel = norm.LRN(b.count, b.eps, b.beta, b.bias), norm.lrn
+            record = norm.LRN(b.count, b.eps, b.beta, b.bias)
+            kernel = chip_kernel(self.family, norm.lrn)
         return record, self._rounded(kernel), tuple(range(len(self.command.operands)))
 
     def _sfu(self, b: isa.SfuBlock):

@@ -3,24 +3,31 @@
 A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
 carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
-TPU module reproduces the TOP interpreter bit for bit. The rounding is the
-kernel library's (`tpuc.kernels.rounding`, on the results' `Element`s, built
-once per op); the TOP float kernels are still called with the op.
+TPU module reproduces the TOP interpreter bit for bit, but for the ops a
+bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm and
+f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
+the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
+on the results' `Element`s, built once per op); the TOP float kernels are
+still called with the op.
 """
 
 from __future__ import annotations
 
 from xdsl.ir import Attribute
 
+from tpuc.chips import CHIPS
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
 from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import Array, Kernel, KernelResult
+from tpuc.interp.kernels.registry import LIBRARY, Array, Kernel, KernelResult, record_of
 from tpuc.interp.tpu_kernels.params import element_of_value, element_record
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
 from tpuc.kernels import rounding
+from tpuc.kernels.chip_float import chip_kernel
 from tpuc.kernels.element import Element
 from tpuc.kernels.executor import current
+from tpuc.module_io import module_attr
+from tpuc.weights import module_of
 
 
 def round_float(x: Array, element: Attribute) -> Array:
@@ -88,9 +95,44 @@ def pool2d(op, args: list[Array]) -> Array:
         record = pooling_record(op)
         if pooling.half_global_applies(record, args[0]):
             return pooling.half_global_avg(record, args[0], rounding.half_rounder(element))
+    if op.value("pool_mode") == "Avg" and element.dtype == "f32":
+        return CHIP_AVG_POOL(op, args)
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
 @tpu_kernel(tpu.ActiveOp, kinds=("float",))
 def active(op, args: list[Array]) -> Array:
     return round_results(op, by_mode(op, tpu.ACTIVE_MODES, "mode")(op, args))
+
+
+def chip_family(op) -> str | None:
+    """The family of the module's chip (None: no chip recorded), once per op."""
+
+    def find() -> str | None:
+        chip = CHIPS.get(str(module_attr(module_of(op), "chip", "")).lower())
+        return None if chip is None else chip.family
+
+    return current().memo(("chip family", op), find)
+
+
+def chip_own(top_class: type) -> Kernel:
+    """TOP's kernel of `top_class`, or the chip family's own form of it
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm on bm168x), rounded."""
+    build, run = LIBRARY[top_class]
+
+    def kernel_(op, args: list[Array]) -> KernelResult:
+        fn = chip_kernel(chip_family(op), run)
+        return round_results(op, fn(record_of(op, build), *args))
+
+    kernel_.__doc__ = f"{run.__name__} as the module's chip computes it, rounded."
+    return kernel_
+
+
+for _tpu_class, _top_class in (
+    (tpu.SoftmaxOp, top.SoftmaxOp),
+    (tpu.LRNOp, top.LRNOp),
+    (tpu.LayerNormOp, top.LayerNormOp),
+):
+    tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
+
+CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)

@@ -1,0 +1,69 @@
+"""The pieces of `tpuc.kernels.chip_float` (bm168x's own float arithmetic)
+on values the vendor's chip model gave (exp, reciprocal) and on cases worked
+out by hand (the even/odd sums, the log's range split); the whole ops are
+checked against the vendor runtime in tests/native/test_chip_float.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tpuc.kernels import chip_float, norm, pooling
+
+F = np.float32
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x, F).view(np.uint32)
+
+
+# (input, the vendor runtime's exp) of one-op F32 Exp models on the chip model
+VENDOR_EXP = [(0x42335C5A, 0x5FCE9A4B), (0x429D3C66, 0x782B7674), (0xC27E10DD, 0x11A4DC59),
+              (0x41134345, 0x461B401E), (0x00000000, 0x3F800000)]  # fmt: skip
+
+
+def test_exp_matches_the_vendor_values():
+    x = np.array([i for i, _ in VENDOR_EXP], np.uint32).view(F)
+    assert list(bits(chip_float.exp(x))) == [o for _, o in VENDOR_EXP]
+    assert chip_float.exp(F(-200.0)) == 0  # 2^n below 2^-126 is zero
+
+
+def test_reciprocal_matches_the_vendor_values():
+    """1/1, 1/2, 1/3, 1/4 of a one-op Reciprocal model: the rsqrt-Newton
+    division is not IEEE's (1/1 is 0.9999999)."""
+    x = np.array([1, 2, 3, 4], F)
+    got = chip_float.divide(np.ones_like(x), x)
+    assert [hex(b) for b in bits(got)] == ["0x3f7ffffe", "0x3f000001", "0x3eaaaaaa", "0x3e7ffffe"]
+    assert chip_float.divide(F(-6.0), F(3.0)) < 0 and chip_float.divide(F(6.0), F(-3.0)) < 0
+
+
+def test_window_sum_adds_even_and_odd_positions_apart():
+    """[1, 2^24, 1, -2^24]: evens 1 + 1 = 2, odds 2^24 − 2^24 = 0, total 2
+    (in order it would be 0: 2^24 + 1 rounds back to 2^24)."""
+    x = np.array([[1.0, 2.0**24, 1.0, -(2.0**24)]], F)
+    assert chip_float.window_sum(x, 1)[0, 0] == 2.0
+    assert chip_float.window_sum(x, 1, scale=0.5)[0, 0] == 1.0
+
+
+def test_axis_sum_two_stages_on_a_short_innermost_axis():
+    """17 values: rows of 16 (zero-padded), columns summed, then across."""
+    x = np.zeros([1, 17], F)
+    x[0, 0], x[0, 16], x[0, 1], x[0, 2] = 2.0**24, 1.0, 1.0, -(2.0**24)
+    # column 0: 2^24 + 1 -> 2^24; columns: [2^24, 1, -2^24, 0...] -> evens 0, odds 1
+    assert chip_float.axis_sum(x, 1)[0, 0] == 1.0
+
+
+def test_log_halves_the_mantissa_above_four_thirds():
+    """log of 1.5 = log(0.75) + ln 2: t = −0.25, where the series converges;
+    4/3 itself (mantissa 0x2AAAAB) is not halved."""
+    assert abs(float(chip_float.log(F(1.5))) - np.log(1.5)) < 2e-7
+    assert chip_float.log(F(1.0)) == 0
+    four_thirds = np.array([0x3FAAAAAB, 0x3FAAAAAC], np.uint32).view(F)
+    t = chip_float.log(four_thirds) - np.array([0, chip_float.LN2], F)
+    assert t[0] > 0.28 and t[1] < -0.4  # log(1 + 1/3) by the series; log(2/3) + ln 2
+
+
+def test_other_chips_keep_the_library_kernels():
+    for fn in (norm.softmax, norm.lrn, norm.layer_norm, pooling.avg_pool):
+        assert chip_float.chip_kernel("cv18xx", fn) is fn
+        assert chip_float.chip_kernel(None, fn) is fn
+        assert chip_float.chip_kernel("bm168x", fn) is not fn

@@ -1,0 +1,247 @@
+"""BM168x float32 arithmetic as the chip computes it, bit for bit.
+
+The vendor backend builds exp, log, division and reductions out of TIU
+commands that each round to nearest even and flush subnormal results to
+zero; the vendor's chip model (the "cmodel" its runtime runs) executes them
+as read from the backend's command streams (bmodel_dis) and the cmodel's
+code, and checked on millions of values in the vendor runtime:
+
+- exp(x): x clamped to ±3.4028e35; n = floor(x·f32(log2 e)); r = x − n·f32(ln 2);
+  p = Horner over 1/k! for k = 9..0 (f32 coefficients, a multiply then an
+  add per step); result p · 2^n with n clamped to [−127, 127] and 2^n built
+  in the exponent bits (2^−127 is 0).
+- log(x): x = m·2^e with m in [2/3, 4/3) (the mantissa halved above
+  0x2AAAAB); 16 Taylor terms of log(1 + t), t = m − 1, by Horner; plus
+  e·f32(ln 2).
+- a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
+  Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
+  with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
+- an f32 average-pooling window: each element times the scale, even
+  positions summed into one accumulator and odd into another, in order,
+  then the two added (no flush to zero there).
+
+On these: `softmax`, `lrn`, `layer_norm` and `avg_pool`, the vendor's f32
+kernels for those ops (the reduction layouts as the backend lays them out).
+`chip_kernel` maps a kernel-library function to the chip family's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from tpuc.kernels import norm, pooling
+from tpuc.kernels.arrays import Array, axis_of
+from tpuc.kernels.pool_window import padded_input
+
+F = np.float32
+TINY = F(2.0**-126)  # smallest normal f32: smaller results flush to zero
+CLAMP = F(3.4028198694267105e35)
+LOG2E = F(1.4426950216293335)
+LN2 = F(0.6931471824645996)
+EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k = 0..9
+LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  # log(1+t)
+LOG_SPLIT = 0x2AAAAB  # mantissa bits above which log's argument is halved (cmodel microop_normal)
+NEWTON_STEPS = 3  # `arith.div` with iter = 3
+RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
+COLUMNS = 16  # f32 lanes of a row: the first-stage width of the backend's sums
+TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
+
+
+def ftz(x: Array) -> Array:
+    """Subnormal results flushed to (signed) zero, as every TIU float op does."""
+    return np.where(np.abs(x) < TINY, x * F(0), x)
+
+
+def exp(x: Array) -> Array:
+    """The chip's f32 exp (module docstring)."""
+    x = np.clip(np.asarray(x, F), -CLAMP, CLAMP)
+    n = np.floor(x * LOG2E)
+    r = x - n * LN2
+    power = ((np.clip(n, -127, 127).astype(np.int32) + 127) << 23).view(F)
+    return horner(r, EXP_COEFFS) * power
+
+
+def horner(t: Array, coeffs: Array) -> Array:
+    """Σ coeffs[k]·t^k as `sfu.taylor`: from the last coefficient, a multiply
+    then an add per step."""
+    p = np.full_like(t, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        p *= t
+        p += c
+    return p
+
+
+def log(x: Array) -> Array:
+    """The chip's f32 natural log (LRN's power): x = m·2^e with m in
+    [2/3, 4/3), log(1 + (m − 1)) by 16 Taylor terms, plus e·f32(ln 2)."""
+    x = np.maximum(np.asarray(x, F), TINY)
+    raw = x.view(np.int32)
+    e = ((raw >> 23) & 0xFF) + ((raw & 0x7FFFFF) > LOG_SPLIT)
+    t = x * ((254 - e) << 23).astype(np.int32).view(F) - F(1)
+    p = horner(t, LOG_COEFFS)
+    p = np.where(x == np.inf, F(np.inf), p)
+    return p + (e - 127).astype(F) * LN2
+
+
+def rsqrt(x: Array, steps: int = NEWTON_STEPS) -> Array:
+    """1/sqrt(x) for x >= 0: the bit-trick seed and `steps` Newton steps."""
+    x = np.asarray(x, F)
+    half = x * F(0.5)
+    y = (np.uint32(0x5F3759DF) - (x.view(np.uint32) >> np.uint32(1))).view(F)
+    for _ in range(steps):
+        y = y * (F(1.5) - (y * half) * y)
+    return y
+
+
+def divide(a: Array, b: Array, steps: int = NEWTON_STEPS) -> Array:
+    """a / b as `arith.div`: rsqrt(|b|)² · |a|, with the sign of a·b."""
+    a, b = np.asarray(a, F), np.asarray(b, F)
+    sign = (a.view(np.uint32) ^ b.view(np.uint32)) & np.uint32(0x80000000)
+    magnitude = (a.view(np.uint32) & np.uint32(0x7FFFFFFF)) | sign
+    y = rsqrt((b.view(np.uint32) & np.uint32(0x7FFFFFFF)).view(F), steps)
+    return ftz((y * y) * magnitude.view(F))
+
+
+def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
+    """An f32 average-pooling window along `axis` (kept, size 1): scaled
+    elements, even and odd positions in two running sums, then added."""
+    x = np.moveaxis(np.asarray(x, F), axis, -1)
+    if scale != 1.0:
+        x = x * F(scale)
+    total = np.zeros(x.shape[:-1], F)
+    for part in (x[..., 0::2], x[..., 1::2]):
+        if part.shape[-1]:
+            total = total + np.cumsum(part, axis=-1, dtype=F)[..., -1]
+    return np.expand_dims(total, axis)
+
+
+def column_sum(x: Array, scale: float = 1.0) -> Array:
+    """A sum over the last axis laid out in rows of COLUMNS (zero-padded):
+    each column summed down its rows, then the columns summed across, each
+    column sum times `scale` (the last axis kept, size 1)."""
+    length = x.shape[-1]
+    rows = -(-length // COLUMNS)
+    padded = np.zeros(x.shape[:-1] + (rows * COLUMNS,), F)
+    padded[..., :length] = x
+    columns = window_sum(padded.reshape(x.shape[:-1] + (rows, COLUMNS)), -2)
+    return window_sum(columns[..., 0, :], -1, scale)
+
+
+def axis_sum(x: Array, axis: int) -> Array:
+    """The softmax sum over `axis` (kept) in the backend's layout: an
+    innermost axis of at most TWO_STAGE_MAX in rows of COLUMNS (zero-padded),
+    summed down each column then across; anything else in one window."""
+    length = x.shape[axis]
+    if axis != x.ndim - 1 or length > TWO_STAGE_MAX:
+        return window_sum(x, axis)
+    return column_sum(x)
+
+
+def softmax(p: norm.Softmax, x: Array) -> Array:
+    """`backend_api_softmax_global` in f32: e = exp(x − max), e · (1 / Σe).
+    A log-softmax keeps the kernel library's form."""
+    if p.log:
+        return norm.softmax(p, x)
+    x = np.asarray(x, F)
+    axis = axis_of(p.axis, x.ndim)
+    inner = x.shape[axis + 1 :]
+    flat = x.reshape(x.shape[: axis + 1] + (-1,)) if inner else x
+    if flat.ndim > axis + 1 and flat.shape[-1] == 1:  # trailing ones: the axis is innermost
+        flat = flat[..., 0]
+    e = exp(ftz(flat - flat.max(axis=axis, keepdims=True)))
+    total = axis_sum(e, axis)
+    return ftz(divide(np.ones_like(total), total) * e).reshape(x.shape)
+
+
+def lrn(p: norm.LRN, x: Array) -> Array:
+    """The vendor's f32 LRN: squares summed over the channel window as
+    s[c] + s[c+1] + s[c−1] + s[c+2] + s[c−2] + …, d = Σ·f32(α/size) + bias,
+    x · exp(−β · log d)."""
+    x = np.asarray(x, F)
+    s = x * x
+    total = s.copy()
+    channels = x.shape[1]
+    before, after = (p.size - 1) // 2, p.size // 2
+    for k in range(1, max(before, after) + 1):
+        if k <= after:
+            total[:, : channels - k] += s[:, k:]
+        if k <= before:
+            total[:, k:] += s[:, : channels - k]
+    d = total * F(p.alpha / p.size) + F(p.bias)
+    return ftz(exp(log(d) * F(-p.beta)) * x)
+
+
+def layer_norm(p: norm.LayerNorm, x: Array, weight: Array | None, bias: Array | None) -> Array:
+    """The vendor's f32 LayerNorm over the axes from `p.axis` on (n values):
+    mean = one window of x·f32(1/n); c = x − mean; var = column_sum(c², 1/n);
+    c · rsqrt(var + eps) (4 Newton steps, inf -> 0), then · weight, + bias."""
+    x = np.asarray(x, F)
+    axis = axis_of(p.axis, x.ndim)
+    flat = x.reshape(x.shape[:axis] + (-1,))
+    inverse = float(F(1.0 / flat.shape[-1]))
+    centered = ftz(flat - window_sum(flat, -1, inverse))
+    var = column_sum(ftz(centered * centered), inverse)
+    scale = rsqrt(var + F(p.eps), RSQRT_STEPS)
+    scale[np.isinf(scale)] = 0
+    y = ftz(scale * centered).reshape(x.shape)
+    if weight is not None:
+        y = ftz(np.asarray(weight, F) * y)
+    if bias is not None:
+        y = ftz(np.asarray(bias, F) + y)
+    return y
+
+
+def avg_pool(p: pooling.Pooling, x: Array) -> Array:
+    """The vendor's f32 average pooling (2-D): a global one as column_sum of
+    the plane times 1/n; else each window (padding included, row-major)
+    a window_sum of x·f32(1/(kh·kw)), then, without count_include_pad, the
+    rows whose windows reach into the padding times f32(kh/valid rows), then
+    such columns times f32(kw/valid columns)."""
+    g = p.geometry(x)
+    if len(g.kernel) != 2:  # the native target pools in 2-D only
+        return pooling.avg_pool(p, x)
+    x = np.asarray(x, F)
+    lead = x.shape[: x.ndim - len(g.kernel)]
+    if g.is_global():
+        y = column_sum(x.reshape(*lead, -1), 1.0 / int(np.prod(g.kernel)))
+        return pooling.fused_relu(p, y.reshape(*lead, 1, 1))
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.strides, g.out
+    windows = np.lib.stride_tricks.sliding_window_view(padded_input(x, g, 0.0), (kh, kw), (-2, -1))
+    windows = windows[..., : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw, :, :]
+    y = window_sum(windows.reshape(*lead, oh, ow, kh * kw), -1, 1.0 / (kh * kw))[..., 0]
+    if not p.count_include_pad:
+        for axis, (k, count) in enumerate(zip(g.kernel, _axis_counts(g), strict=True)):
+            edge = count < k
+            if edge.any():
+                index = (slice(None),) * (len(lead) + axis) + (np.nonzero(edge)[0],)
+                factor = (k / count[edge]).astype(F)
+                y[index] = ftz(y[index] * factor.reshape((-1,) + (1,) * (1 - axis)))
+    return pooling.fused_relu(p, y)
+
+
+def _axis_counts(g) -> list[Array]:
+    """Per spatial axis: how many input rows (columns) each window covers."""
+    counts = []
+    for i, k in enumerate(g.kernel):
+        start = np.arange(g.out[i]) * g.strides[i] - g.begins[i]
+        counts.append(np.minimum(start + k, g.sizes[i]) - np.maximum(start, 0))
+    return counts
+
+
+CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
+    "bm168x": {
+        norm.softmax: softmax,
+        norm.lrn: lrn,
+        norm.layer_norm: layer_norm,
+        pooling.avg_pool: avg_pool,
+    }
+}
+"""Per chip family: kernel-library functions the chip computes its own way."""
+
+
+def chip_kernel(family: str | None, fn: Callable) -> Callable:
+    """The chip family's own form of the library function `fn` (else `fn`)."""
+    return CHIP_KERNELS.get(family or "", {}).get(fn, fn)
