@@ -3,7 +3,8 @@ INT8; off with --disable_auto_mix).
 
 Calibration measures what each tensor loses in INT8 on its samples
 (tpuc/calibration/int8_error.py) and lists the tensors that lose most in
-the table (`# int8_lossy` lines). Their layers run in a float mode instead:
+the table (`# int8_lossy` lines). The layers that would hold such a tensor
+in INT8 — its producer and its readers — run in a float mode instead:
 F16 where the chip has it (half the bytes of F32, 11 bits of mantissa are
 plenty for what INT8 could not hold), else the chip's float fallback. The
 layers become quantize-table entries, so everything downstream treats them
@@ -60,7 +61,37 @@ def auto_float_layers(
         return []
     candidates = int8_layers(module, target)
     mode = float_mode(target)
-    return [FloatLayer(n, mode, db) for n, db in lossy.items() if n in candidates]
+    layers: dict[str, FloatLayer] = {}
+    for tensor, db in lossy.items():
+        for name in holders(module, tensor):
+            if name in candidates and name not in layers:
+                layers[name] = FloatLayer(name, mode, db)
+    return list(layers.values())
+
+
+def holders(module: ModuleOp, tensor: str) -> list[str]:
+    """The layers that would hold `tensor` in INT8: its producer, and every
+    op that reads it (through data movement, which keeps its producer's
+    type) — an INT8 reader would requantize it with the same threshold."""
+    from tpuc.dialects import top
+    from tpuc.dialects.base import TensorOp
+
+    producer = next(
+        (op for op in module.walk() if isinstance(op, TensorOp) and tensor in op.names), None
+    )
+    if producer is None:
+        return []
+    found, pending = [producer.names[0]], list(producer.results)
+    while pending:
+        for use in pending.pop().uses:
+            reader = use.operation
+            if not isinstance(reader, TensorOp):
+                continue
+            if isinstance(reader, top.VALUE_MOVES):
+                pending.extend(reader.results)
+            elif reader.names[0] not in found:
+                found.append(reader.names[0])
+    return found
 
 
 def merged_qtable(auto: list[FloatLayer], user: Mapping[str, str]) -> dict[str, str]:

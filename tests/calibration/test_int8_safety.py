@@ -154,6 +154,7 @@ def sigmoid_steps():
         (CaliEntry(0.05, 0.001, 0.12), CaliEntry(0.12, 0.0, 0.12)),  # PicoDet's scores
         (CaliEntry(0.7, 0.0, 0.83), CaliEntry(1.0, 0.0, 1.0)),  # YOLOv8's: near 1
         (CaliEntry(1.0, 0.2, 1.0), CaliEntry(1.0, 0.0, 1.0)),
+        (CaliEntry(0.3, 0.0, 0.35), CaliEntry(1.0, 0.0, 1.0)),  # ppocr_cls's SE gate
     ],
 )
 def test_bounded_output_takes_its_bound_only_near_it(measured, expected):

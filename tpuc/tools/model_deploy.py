@@ -345,7 +345,7 @@ def auto_mix(out, req: Request, module, target: Path) -> Request:
     if req.qtable is not None:
         header.append(f"with the entries of {req.qtable.name} on top")
     out.write_text(target, format_qtable(merged_qtable(auto, user), header))
-    return dataclasses.replace(req, qtable=target)
+    return dataclasses.replace(req, qtable=out.staged(target))
 
 
 def module_name(module) -> str:
@@ -381,7 +381,7 @@ def deploy(req: Request) -> int:
         mixed = auto_mix(out, req, data.module, path("_auto_qtable"))
         if mixed.qtable != req.qtable:
             written.append(path("_auto_qtable"))
-        req = mixed
+        req = mixed  # its qtable: the automatic one, staged until the outputs are committed
         lower(
             data.module,
             req.chip,
