@@ -239,3 +239,34 @@ builtin.module {{
     x = np.array([[LOWEST, -1e38, 0.0, 1e30]], np.float32)
     with pytest.raises(TpucError, match="tpu.Cast 'back'.*overflow"):
         interp.run({}, {"x": x})
+
+
+def test_concat_parts_are_measured_at_the_outputs_threshold():
+    """YOLOv8's head with a threshold that keeps the boxes (318.9): the whole
+    tensor measures well (boxes dominate its energy), its scores part rounds
+    to 0 (u8 step 1.25 against scores of 0–0.83): the Concat is lossy."""
+    nodes = [helper.make_node("Concat", ["boxes", "scores"], ["out"], axis=0)]
+    inputs = [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 2100]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [18, 2100]),
+    ]
+    out = [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "head", inputs, out)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    module, _ = convert_onnx("head.onnx", "head", model=proto)
+    steps = TopInterpreter(module).steps
+    boxes = RNG.uniform(0, 316, (4, 2100)).astype(np.float32)
+    scores = RNG.uniform(0, 0.83, (18, 2100)).astype(np.float32)
+    stats = {
+        "boxes": histogram_stats(boxes),
+        "scores": histogram_stats(scores),
+        "out": histogram_stats(np.concatenate([boxes, scores])),
+    }
+    entries = {
+        "boxes": CaliEntry(316.0, 0.0, 316.0),
+        "scores": CaliEntry(1.0, 0.0, 1.0),
+        "out": CaliEntry(318.9, 0.0, 318.9),
+    }
+    assert int8_sqnr_db(stats["out"], entries["out"]) > 30  # the whole tensor hides it
+    lossy = lossy_tensors(stats, entries, steps)
+    assert list(lossy) == ["out"] and lossy["out"] < 5  # the scores part, far below 15

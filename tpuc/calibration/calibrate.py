@@ -139,7 +139,7 @@ class Calibration:
             self.timings["auto-tune"] = time.perf_counter() - start
         entries = {name: entry_of(stats[name], thresholds[name]) for name in stats}
         entries = apply_rules(self.interp.steps, entries)
-        self.lossy = lossy_tensors(stats, entries)
+        self.lossy = lossy_tensors(stats, entries, self.interp.steps)
         return entries
 
     def _load(self, sample: Sample):
