@@ -147,9 +147,25 @@ def token_inputs(seq: int) -> Callable[[Path], tuple[list[dict], list[dict]]]:
     return inputs
 
 
+def face_grid(start: int, size: int = 320, per_row: int = 4) -> np.ndarray:
+    """16 faces of skimage's LFW subset (25x25 grey) on a 4x4 grid: what the
+    YOLOv8n face/body detector of nudenet fires on."""
+    from skimage import data
+
+    faces = data.lfw_subset()[start : start + per_row * per_row]
+    cell = size // per_row
+    grid = np.zeros((size, size), np.uint8)
+    for i, face in enumerate(faces):
+        y, x = divmod(i, per_row)
+        big = resized((face * 255).astype(np.uint8), cell, cell)
+        grid[y * cell : (y + 1) * cell, x * cell : (x + 1) * cell] = big
+    return grid
+
+
 def photos() -> list[np.ndarray]:
-    """Real RGB photos: four to calibrate on (skimage.data), then the test
-    ones (skimage's people, sklearn's sample images)."""
+    """Real RGB photos: four to calibrate on (faces, as the detector's own
+    data would have them, and skimage photos), then the test ones (other
+    faces, skimage's cameraman, sklearn's sample images)."""
     from skimage import data
     from sklearn.datasets import load_sample_images
 
@@ -157,8 +173,9 @@ def photos() -> list[np.ndarray]:
         image = np.asarray(image)
         return np.repeat(image[..., None], 3, axis=2) if image.ndim == 2 else image[..., :3]
 
-    cali = [data.coffee(), data.chelsea(), data.rocket(), data.stereo_motorcycle()[0]]
-    tests = [data.astronaut(), data.camera(), *load_sample_images().images]
+    cali = [face_grid(0), data.astronaut(), data.coffee(), data.chelsea()]
+    tests = [face_grid(16), face_grid(32), face_grid(48), data.camera(), data.rocket()]
+    tests += list(load_sample_images().images)
     return [rgb(p) for p in cali + tests]
 
 
