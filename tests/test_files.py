@@ -199,3 +199,16 @@ def test_failed_run_removes_the_folders_it_made(tmp_path):
         raise RuntimeError("a later step failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
     assert not any((tmp_path / "kept").iterdir())
+
+
+def test_staged_content_is_readable_before_the_commit(tmp_path):
+    """A later step of one run (model_deploy lowering with its automatic
+    qtable) reads what an earlier one wrote, before anything is committed."""
+    target = tmp_path / "out" / "q"
+    with OutputSet() as out:
+        out.write_text(target, "a F16\n")
+        staged = out.staged(target)
+        assert staged.read_text() == "a F16\n" and not target.exists()
+        with pytest.raises(KeyError):
+            out.staged(tmp_path / "other")
+    assert target.read_text() == "a F16\n" and not staged.exists()

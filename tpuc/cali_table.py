@@ -9,6 +9,11 @@ from QAT) and `#asym_op` (one op name per line). The writer follows
 tpu-mlir 1.30.2 byte for byte except for the tool name in the first line;
 the reader is strict so a damaged table fails here, naming the line,
 instead of quantizing a layer with a wrong scale.
+
+tpuc adds one block of its own, as comments TPU-MLIR skips: after the main
+lines, `# int8_lossy name sqnr_db` for each tensor whose INT8 form loses
+most on the calibration data (tpuc/calibration/int8_error.py), which
+model_deploy.py keeps in a float mode unless --disable_auto_mix.
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ ASYM_OP_MARKER = "#asym_op"
 # thresholds would be wrong, so they are refused by name.
 UNSUPPORTED_MARKERS = ("#int4_op", "#tpu-mlir-fp8", "#mqbench-fp8", "#weight_scale_fp8")
 COLUMNS_LINE = "# op_name    threshold    min    max"
+LOSSY_TAG = "int8_lossy"
+LOSSY_HEADER = (
+    "# tensors INT8 cannot hold on the calibration data (SQNR in dB); "
+    "model_deploy.py keeps them in float unless --disable_auto_mix"
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class CaliTable:
     int4_thresholds: dict[str, CaliEntry] = field(default_factory=dict)
     asym_ops: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)
+    lossy: dict[str, float] = field(default_factory=dict)  # tensor -> INT8 SQNR (dB)
 
     def get(self, name: str) -> CaliEntry | None:
         return self.entries.get(name)
@@ -91,6 +102,9 @@ def format_table(
         COLUMNS_LINE,
     ]
     lines += [_entry_line(name, entry, exact) for name, entry in table.entries.items()]
+    if table.lossy:
+        lines.append(LOSSY_HEADER)
+        lines += [f"# {LOSSY_TAG} {_checked_name(n)} {db:.2f}" for n, db in table.lossy.items()]
     if table.int4_thresholds:
         lines.append(INT4_MARKER)
         lines += [_entry_line(name, entry) for name, entry in table.int4_thresholds.items()]
@@ -214,8 +228,11 @@ def parse_table(text: str, source: str) -> CaliTable:
 
 
 def _comment(reader: _Reader, lineno: int, line: str) -> None:
-    token = line.split()[0]
-    if token in _BLOCK_OF:
+    fields = line.split()
+    token = fields[0]
+    if len(fields) == 4 and token == "#" and fields[1] == LOSSY_TAG:
+        reader.table.lossy[fields[2]] = _float(reader, lineno, line, "SQNR", fields[3])
+    elif token in _BLOCK_OF:
         reader.block = _BLOCK_OF[token]
     elif token in UNSUPPORTED_MARKERS:
         raise reader.fail(lineno, line, f"the {token} block is not supported by tpuc")

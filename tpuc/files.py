@@ -148,6 +148,15 @@ class OutputSet:
         with self._staged_file(path) as handle:
             write_npz(handle, arrays)
 
+    def staged(self, path: str | os.PathLike[str]) -> Path:
+        """Where the content written for `path` is until the set is
+        committed: a later step of the same run reads it there."""
+        target = Path(path)
+        for tmp, staged_target in reversed(self._staged):
+            if staged_target == target:
+                return Path(tmp)
+        raise KeyError(f"{path} was not written in this output set")
+
     @contextmanager
     def _staged_file(self, path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         """A fresh temporary file next to `path`, staged once written

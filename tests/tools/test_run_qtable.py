@@ -48,15 +48,23 @@ def qtable(work: Path, capsys, *extra: str, chip="bm1684x", tag="q") -> tuple[st
     return stdout, out, loss
 
 
-def deploy_cos(work: Path, capsys, table: Path | None, chip="bm1684x") -> float:
-    out = work / f"deploy_{chip}_{table.name if table else 'int8'}"
+def deploy_cos(
+    work: Path, capsys, table: Path | None, chip="bm1684x", auto_mix: list | None = None
+) -> float:
+    """The deployed INT8 output's cosine; with `auto_mix` (a list that gets
+    model_deploy's stdout) the automatic mixed precision runs, else it is off."""
+    tag = "auto" if auto_mix is not None else "int8"
+    out = work / f"deploy_{chip}_{table.name if table else tag}"
     argv = ["--mlir", str(work / "m.mlir"), "--chip", chip, "--quantize", "INT8",
             "--calibration_table", str(work / "m_cali"), "--test_input",
             str(work / "m_in_f32.npz"), "--test_reference", str(work / "m_top.npz"),
             "--tolerance=-1,-1", "--model", str(out / "m.bmodel")]  # fmt: skip
     if table is not None:
         argv += ["--quantize_table", str(table)]
-    code, _, err = run_main(model_deploy.main, argv, capsys)
+    argv += ["--disable_auto_mix"] if auto_mix is None else []
+    code, stdout, err = run_main(model_deploy.main, argv, capsys)
+    if auto_mix is not None:
+        auto_mix.append(stdout)
     assert code == 0, err
     got = np.load(next(out.glob("*_tpu_outputs.npz")))["y"].astype(np.float64).ravel()
     want = np.load(work / "m_top.npz")["y"].astype(np.float64).ravel()
@@ -80,6 +88,24 @@ def test_names_the_outlier_reader_first_and_its_qtable_fixes_the_model(work, cap
     assert chosen == [[READER, "F32"]]
     assert deploy_cos(work, capsys, out) >= 0.99
     assert "1 float layers" in stdout and "reaches --expected_cos" in stdout
+
+
+def test_model_deploy_keeps_the_lossy_tensor_in_float_by_default(work, capsys):
+    """Calibration measured 'ca' (sparse outliers 1000x the bulk) as lossy;
+    model_deploy keeps its producer and its reader in F16 on its own."""
+    assert "# int8_lossy ca " in (work / "m_cali").read_text()
+    stdout: list[str] = []
+    assert deploy_cos(work, capsys, None, auto_mix=stdout) >= 0.99
+    assert "kept 2 layers in F16: ca (" in stdout[0] and f", {READER} (" in stdout[0]
+    auto = next((work / "deploy_bm1684x_auto").glob("*_auto_qtable")).read_text()
+    assert [line.split() for line in auto.splitlines() if not line.startswith("#")] == [
+        ["ca", "F16"],
+        [READER, "F16"],
+    ]
+    # cv183x has no F16: its float fallback, BF16
+    stdout = []
+    deploy_cos(work, capsys, None, chip="cv183x", auto_mix=stdout)
+    assert "kept 2 layers in BF16" in stdout[0]
 
 
 @pytest.mark.parametrize(("chip", "mode"), [("bm1684x", "F32"), ("cv183x", "BF16")])

@@ -14,6 +14,7 @@ from pathlib import Path
 from tpuc.cali_table import CaliEntry, CaliTable, format_table
 from tpuc.calibration.collect import Warn, collect
 from tpuc.calibration.dataset import Sample, group_batches, list_samples, load_sample
+from tpuc.calibration.int8_error import lossy_tensors
 from tpuc.calibration.rules import apply_rules
 from tpuc.calibration.stats import TensorStats
 from tpuc.calibration.thresholds import METHODS, ZERO_TENSOR_THRESHOLD, threshold
@@ -45,6 +46,7 @@ class Calibration:
         # natively costs 135-250 MB more peak memory. Tables stay the same bytes.
         self.interp = TopInterpreter(module, native=False)
         self.timings: dict[str, float] = {}  # seconds per stage of the last run
+        self.lossy: dict[str, float] = {}  # tensors INT8 cannot hold (SQNR, dB), last run
 
     @classmethod
     def open(cls, mlir: str | Path, warn: Warn) -> Calibration:
@@ -136,7 +138,9 @@ class Calibration:
             thresholds.update(tuned)
             self.timings["auto-tune"] = time.perf_counter() - start
         entries = {name: entry_of(stats[name], thresholds[name]) for name in stats}
-        return apply_rules(self.interp.steps, entries)
+        entries = apply_rules(self.interp.steps, entries)
+        self.lossy = lossy_tensors(stats, entries, self.interp.steps)
+        return entries
 
     def load(self, sample: Sample):
         """One sample's input tensors by name, preprocessed."""
@@ -169,12 +173,13 @@ def write_table(
     tune_num: int,
     generated: str | None,
     protected: Sequence[Path] = (),
+    lossy: dict[str, float] | None = None,
 ) -> None:
     """The table, written atomically (never over the module it came from)."""
     from tpuc.files import OutputSet
 
     text = format_table(
-        CaliTable(entries=entries),
+        CaliTable(entries=entries, lossy=dict(lossy or {})),
         mlir=mlir.name,
         methods=[method],
         histogram_bins=bins,

@@ -101,6 +101,15 @@ class TpuInterpreter(TopInterpreter):
         if missing:
             raise TpucError(f"the TPU interpreter has no kernel for: {', '.join(sorted(missing))}")
 
+    def _execute(self, step, env, weights, inputs):
+        """A step with float overflow raised: a finite value the chip's type
+        cannot hold (a dequantized 3.4e38 threshold, a requant that leaves
+        float32) is an error naming the op, never a numpy warning and an inf
+        that the steps after it turn into silently wrong values. (Float
+        kernels that overflow as the chip does, to inf, say so themselves.)"""
+        with np.errstate(over="raise"):
+            return super()._execute(step, env, weights, inputs)
+
     @staticmethod
     def _weight(op: top.WeightOp, expected, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         name = op.names[0]
@@ -131,7 +140,14 @@ class TpuInterpreter(TopInterpreter):
         for name, array in outputs.items():
             element = self.elements.get(name)
             if isinstance(element, UniformQuantizedType):
-                real[name] = to_real(array, element)
+                try:
+                    with np.errstate(over="raise"):
+                        real[name] = to_real(array, element)
+                except FloatingPointError:
+                    raise TpucError(
+                        f"tensor '{name}': its values overflow float32 when dequantized "
+                        "(its calibrated range is not one of real values)"
+                    ) from None
             else:
                 real[name] = np.asarray(array, np.float32)
         return real

@@ -3,7 +3,11 @@
 Steps (each announced on one line):
 1. check the request: files, tolerance, chip and modes (from the chip's
    data), the module's state, INT8 without a calibration table;
-2. lower: import-calibration-table (with --calibration_table),
+2. INT8 with a calibration table: keep the layers the table lists as lossy
+   (`# int8_lossy`, measured by run_calibration.py) in F16, or the chip's
+   float fallback, by a quantize table `<prefix>_auto_qtable` (the user's
+   --quantize_table entries win; off with --disable_auto_mix);
+   lower: import-calibration-table (with --calibration_table),
    processor-assign, convert-top-to-tpu, canonicalize ->
    `<name>_<chip>_<mode>[_sym|_asym]_tpu.mlir` and its `_tpu_weight.npz`;
 3. with --test_input: run the TPU interpreter -> `<prefix>_tpu_outputs.npz`
@@ -116,6 +120,13 @@ def build_parser():
         help="with --quant_output: only these outputs, 1-based, e.g. 1,3 (default: all)",
     )
     parser.add_argument(
+        "--disable_auto_mix",
+        action="store_true",
+        help="INT8: do not keep the layers run_calibration.py found lossy (the table's "
+        "'# int8_lossy' lines) in a float mode; every layer runs in INT8 unless "
+        "--quantize_table says otherwise",
+    )
+    parser.add_argument(
         "--tolerance", default="0.8,0.5", help="minimum cosine,euclid similarity (0.8,0.5)"
     )
     parser.add_argument(
@@ -192,6 +203,7 @@ class Request:
     skip_validation: bool = False
     opt: int = 2
     disable_layer_group: bool = False
+    auto_mix: bool = True
     codegen: str = "tpuc"
     vendor: object = None  # the vendor component (tpuc.vendor.fetch.VendorPaths) for native
     quant_io: object = None  # --quant_input / --quant_output (deploy_quant_io.QuantIO)
@@ -248,6 +260,7 @@ def check_request(args) -> Request:
         skip_validation=bool(args.skip_validation),
         opt=int(args.opt),
         disable_layer_group=bool(args.disable_layer_group),
+        auto_mix=not args.disable_auto_mix,
         codegen=args.codegen,
         vendor=vendor,
         quant_io=quant_io,
@@ -341,6 +354,30 @@ def load(req: Request) -> Loaded:
     return Loaded(module, store, inputs, reference)
 
 
+def auto_mix(out, req: Request, module, target: Path) -> Request:
+    """The request with the automatic mixed-precision step's quantize table
+    (written to `target`, the user's entries on top) when it keeps any
+    layer in float; else the request as it is."""
+    import dataclasses
+
+    from tpuc.auto_mix import auto_float_layers, merged_qtable, report
+    from tpuc.qtable import format_qtable, read_qtable
+
+    if not req.auto_mix or req.mode != "INT8" or req.cali_table is None:
+        return req
+    auto = auto_float_layers(module, req.cali_table, req.chip)
+    user = read_qtable(req.qtable, module) if req.qtable is not None else {}
+    auto = [layer for layer in auto if layer.name not in user]
+    if not auto:
+        return req
+    say(report(auto))
+    header = [f"automatic: layers {req.cali_table.name} lists as lossy in INT8"]
+    if req.qtable is not None:
+        header.append(f"with the entries of {req.qtable.name} on top")
+    out.write_text(target, format_qtable(merged_qtable(auto, user), header))
+    return dataclasses.replace(req, qtable=out.staged(target))
+
+
 def module_name(module) -> str:
     from tpuc.module_io import module_attr
 
@@ -375,6 +412,10 @@ def deploy(req: Request) -> int:
     with OutputSet(protected=tuple(req.inputs())) as out:
         # TOP as it was: the reference, or the layer search's intermediates
         top = data.module.clone() if data.inputs is not None else None
+        mixed = auto_mix(out, req, data.module, path("_auto_qtable"))
+        if mixed.qtable != req.qtable:
+            written.append(path("_auto_qtable"))
+        req = mixed  # its qtable: the automatic one, staged until the outputs are committed
         lower(
             data.module,
             req.chip,

@@ -277,7 +277,12 @@ def run(argv: list[str] | None = None) -> int:
         tune_num=len(tune_samples),
         generated=generated,
         protected=protected,
+        lossy=cal.lossy,
     )
+    if cal.lossy:
+        listed = ", ".join(f"{n} ({db:.1f} dB)" for n, db in list(cal.lossy.items())[:5])
+        more = ", …" if len(cal.lossy) > 5 else ""
+        say(f"{len(cal.lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
     say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s: {stages})")
     return 0

@@ -10,7 +10,7 @@ Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
 from __future__ import annotations
 
 import numpy as np
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.errors import TpucError
@@ -108,7 +108,47 @@ commands)."""
 
 
 def arith_inputs(op: top.AddOp) -> bool:
-    return len(op.operands) <= MAX_ADD_INPUTS
+    return len(op.operands) <= MAX_ADD_INPUTS and within_int8_span(op)
+
+
+MAX_SPAN = 1024.0
+"""The widest ratio of ranges one INT8 Add/Sub carries: beyond it (INT8's 7
+bits and 3 more) either the small operands round to zero on the output's
+scale, or the large one saturates at the output's rails."""
+
+
+def operand_ranges(op: Operation) -> tuple[list[float], list[float]]:
+    """max |x| of the activations (operands and results, calibrated ranges)
+    and of the weight operands (their values; inf when one is not finite)."""
+    from tpuc.dialects.quant import CalibratedQuantizedType
+    from tpuc.weights import read_weight
+
+    activations, weights = [], []
+    for value in [*op.operands, *op.results]:
+        element = element_of(value)
+        if isinstance(value.owner, top.WeightOp):
+            data = np.asarray(read_weight(value.owner), np.float64)
+            finite = bool(np.isfinite(data).all())
+            weights.append(float(np.abs(data).max(initial=0.0)) if finite else np.inf)
+        elif isinstance(element, CalibratedQuantizedType):
+            activations.append(max(abs(element.min), abs(element.max)))
+    return activations, weights
+
+
+def within_int8_span(op: Operation) -> bool:
+    """Whether one INT8 scale per operand can hold this Add/Sub. An attention
+    mask (±1e38, ±inf, -10000) added to scores of magnitude ~10 cannot: the
+    scores round to 0 on the mask's scale, or the mask saturates to a few
+    units on theirs and no longer masks (a -inf mask calibrates to ±1e-5, its
+    finite values being 0). Such an op keeps the float fallback, where it is
+    exact. A small constant next to large activations is harmless (it only
+    rounds away), so weights count on the large side only."""
+    activations, weights = operand_ranges(op)
+    activations = [r for r in activations if r > 0]
+    if not activations:
+        return True
+    low, high = min(activations), max([*activations, *weights])
+    return bool(np.isfinite(high)) and high < MAX_SPAN * low
 
 
 def two_inputs(op: top.MulOp) -> bool:
