@@ -85,7 +85,7 @@ def int8_softmax(mask_value: float, tmp_path) -> tuple[list[np.ndarray], list[np
     module, store = attention_model(mask_value)
     attach_weights(module, store)
     cal = Calibration(module, store, "attn", warn=lambda message: None)
-    cal._load = lambda sample: sample  # samples are input dicts already
+    cal.load = lambda sample: sample  # samples are input dicts already
     entries = cal.run([attention_sample(p) for p in (1, 2, 3, 0)], [], "kl")
     table = tmp_path / "attn_cali_table"
     table.write_text(
