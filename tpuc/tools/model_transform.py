@@ -314,11 +314,14 @@ def verify(req: Request, module, store, inputs, out, reference):
     return the comparison. Empties `store` once TOP has run, so that the
     weights are freed before the reference loads its own copy."""
     from tpuc.compare import compare_arrays
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
 
     say(f"running the TOP interpreter -> {req.test_result}")
-    # a progress bar only where someone watches (it would clutter logs)
-    top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty())
+    # a progress bar only where someone watches (it would clutter logs); tpuc's
+    # own kernels unless $TPUC_NATIVE=1, so the check tests what TOP means
+    native = accelerated("model_transform")
+    top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty(), native=native)
     store.clear()
     out.save_npz(req.test_result, top)
     ref, _ = reference.run(req, inputs, set(top))
