@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import native_coverage
 import numpy as np
 import onnx
 import pytest
@@ -61,6 +62,16 @@ def test_bad_override_and_unknown_caller_are_named(monkeypatch):
 # --- agreement --------------------------------------------------------------------------
 
 
+@pytest.fixture
+def deep(monkeypatch):
+    """Whole networks: each op within float32 rounding (the op suite) still
+    drifts through ~50 layers of sums taken in another order (resnet50:
+    1.5e-4 at values near 1, cosine 1.0000000), so elementwise 1e-3
+    relative, the cosine bound unchanged."""
+    monkeypatch.setattr(native_coverage, "RTOL", 1e-3)
+    monkeypatch.setattr(native_coverage, "ATOL", 1e-4)
+
+
 def op_case(case, folder) -> SimpleNamespace:
     path = folder / "case.onnx"
     shapes = build_model(case, path)
@@ -88,7 +99,7 @@ LIGHT = ["squeezenet", "shufflenet", "inception_v1", "resnet50"]
 
 
 @pytest.mark.parametrize("name", LIGHT)
-def test_accelerator_agrees_with_the_kernels_on_anchor_architectures(name, tmp_path):
+def test_accelerator_agrees_with_the_kernels_on_anchor_architectures(name, tmp_path, deep):
     model = onnx.load(materialize_light(name, seed=1))
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
@@ -99,7 +110,7 @@ def test_accelerator_agrees_with_the_kernels_on_anchor_architectures(name, tmp_p
 
 @pytest.mark.models
 @pytest.mark.parametrize("name", ANCHOR_NAMES)
-def test_accelerator_agrees_with_the_kernels_on_the_anchors(name, anchors, tmp_path):
+def test_accelerator_agrees_with_the_kernels_on_the_anchors(name, anchors, tmp_path, deep):
     folder = anchors / name
     meta = json.loads((folder / "meta.json").read_text())
     inputs = dict(np.load(folder / "test_input.npz"))
