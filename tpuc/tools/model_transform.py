@@ -52,7 +52,8 @@ def build_parser():
     parser = make_parser(
         PROG,
         "Convert a model to the TOP dialect and, with --test_input, check the TOP interpreter "
-        "against the source framework (onnxruntime, LiteRT) tensor by tensor.",
+        "(tpuc's own float kernels) against the source framework (onnxruntime, LiteRT) "
+        "tensor by tensor.",
         EPILOG,
     )
     parser.add_argument("--model_name", required=True, help="model name, prefix of every file")
