@@ -182,7 +182,7 @@ def native_families(module, store, inputs, runs: int) -> dict[str, float]:
 
     from tpuc.interp.top_interpreter import TopInterpreter
 
-    interp = TopInterpreter(module)
+    interp = TopInterpreter(module, native=True)
     interp.run(store, inputs)  # partitions into runs
     native = interp._native
     with tempfile.TemporaryDirectory() as tmp:
@@ -247,7 +247,7 @@ def bench_model(args, name: str) -> float:
     module, store = build_top(onnx_path)
     session = ort_session(onnx_path, args.threads)
     ort_run = lambda: session.run(None, inputs)  # noqa: E731
-    native = TopInterpreter(module)  # prepared once, like an ORT session
+    native = TopInterpreter(module, native=True)  # prepared once, like an ORT session
     modes = [
         ("outputs only", native, {}),
         ("every tensor (dump_all)", native, {"dump_all": True}),

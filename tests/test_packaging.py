@@ -13,7 +13,8 @@ def test_every_package_folder_is_listed():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
     found = set()
-    for name, folder in config["package-dir"].items():
+    # without a package-dir mapping each package is its own folder under the root
+    for name, folder in config.get("package-dir", {"tpuc": "tpuc"}).items():
         for init in (ROOT / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / folder).parts
             found.add(".".join((name, *parts)))

@@ -322,6 +322,8 @@ def _top_tensor_names(top_module: ModuleOp | None, reference: Mapping[str, np.nd
 
 
 def _run_top(module, weights, inputs, dump_all: bool, progress: bool) -> dict[str, np.ndarray]:
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
 
-    return run_top(module, weights, inputs, dump_all=dump_all, progress=progress)
+    native = accelerated("model_deploy")
+    return run_top(module, weights, inputs, dump_all=dump_all, progress=progress, native=native)

@@ -139,6 +139,7 @@ class MixedPrecisionSearch:
     ):
         """`top_interp`: a TopInterpreter of `module` already built (e.g. the
         calibration's), else one is made."""
+        from tpuc.interp.accelerator import accelerated
         from tpuc.interp.top_interpreter import TopInterpreter
         from tpuc.ir import output_names
 
@@ -151,7 +152,7 @@ class MixedPrecisionSearch:
         self.stats = SearchStats()
         self._tmp = tempfile.TemporaryDirectory(prefix="tpuc_qtable_")
         start = time.perf_counter()
-        top_interp = top_interp or TopInterpreter(module, native=False)  # as calibration
+        top_interp = top_interp or TopInterpreter(module, native=accelerated("mixed_precision"))
         self.float_tensors = [top_interp.run(store, x, dump_all=True) for x in self.samples]
         self.output_names = output_names(module)
         self.stats.seconds["float"] = time.perf_counter() - start

@@ -217,7 +217,7 @@ def test_declined_variants_run_in_numpy():
 def test_every_tensor_is_observed_once_and_in_order():
     module, store, inputs = build("conv-relu6-group")
     seen = []
-    TopInterpreter(module).run(
+    TopInterpreter(module, native=True).run(
         store,
         inputs,
         observe=lambda step, args, res: seen.append(
@@ -231,7 +231,8 @@ def test_every_tensor_is_observed_once_and_in_order():
 def test_native_bytes_do_not_depend_on_threads():
     module, store, inputs = build("conv-relu6-group")
     results = [
-        TopInterpreter(module, threads=n).run(store, inputs, dump_all=True) for n in (1, 2, 4)
+        TopInterpreter(module, threads=n, native=True).run(store, inputs, dump_all=True)
+        for n in (1, 2, 4)
     ]
     for other in results[1:]:
         for name in results[0]:
@@ -240,15 +241,14 @@ def test_native_bytes_do_not_depend_on_threads():
 
 def test_new_weights_make_new_sessions():
     module, store, inputs = build("conv-no-bias")
-    interp = TopInterpreter(module)
+    interp = TopInterpreter(module, native=True)
     first = interp.run(store, inputs)["y"]
     doubled = {k: v * 2 for k, v in store.items()}
     np.testing.assert_allclose(interp.run(doubled, inputs)["y"], 2 * first, rtol=1e-5, atol=1e-6)
 
 
-def test_native_path_can_be_turned_off(monkeypatch):
+def test_the_kernels_are_the_default():
     module, store, inputs = build("conv-no-bias")
-    monkeypatch.setenv("TPUC_NATIVE", "0")
     interp = TopInterpreter(module)
     interp.run(store, inputs)
     assert interp._native is None
@@ -257,13 +257,17 @@ def test_native_path_can_be_turned_off(monkeypatch):
 def test_a_missing_weight_is_named():
     module, store, inputs = build("conv-no-bias")
     with pytest.raises(TpucError, match="weight 'w' is missing"):
-        TopInterpreter(module).run({}, inputs)
+        TopInterpreter(module, native=True).run({}, inputs)
 
 
-def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch):
+def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch, capsys):
     """An export rule writing a graph onnxruntime refuses costs speed, not
-    results: the run is dropped, its ops run in numpy, the reason is kept."""
+    results: the run is dropped, its ops run in numpy, the reason is kept
+    and said once, on one line naming the ops."""
+    from tpuc.interp import top_interpreter
     from tpuc.interp.native import graph, rules
+
+    monkeypatch.setattr(top_interpreter, "_WARNED", set())
 
     def broken(p, g, ins, outs):
         g.node("NoSuchOp", [ins[0].name], [outs[0]])
@@ -271,7 +275,7 @@ def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch):
 
     monkeypatch.setitem(graph.EXPORTS, rules.activation.unary, broken)
     module, store, inputs = build("conv-relu6-group")
-    interp = TopInterpreter(module)
+    interp = TopInterpreter(module, native=True)
     got = interp.run(store, inputs, dump_all=True)
     want = TopInterpreter(module, native=False).run(store, inputs, dump_all=True)
     for name in ("y", "z"):
@@ -279,3 +283,8 @@ def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch):
     assert interp._native.covered == set()
     assert "NoSuchOp" in interp._native.failures[0]
     assert interp.run(store, inputs)["z"].shape == want["z"].shape  # and again, in numpy
+    TopInterpreter(module, native=True).run(store, inputs)  # a new interpreter: same reason
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("warning: onnxruntime would not load the run of 2 ops from 'y'")
+    assert "(top.Conv, top.Relu)" in lines[0] and "tpuc's kernels" in lines[0]

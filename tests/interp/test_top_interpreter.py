@@ -114,7 +114,6 @@ def test_intermediates_are_reused_after_last_use(conv_case, monkeypatch):
 
     monkeypatch.setitem(KERNELS, top.ConvOp, spy_conv)
     monkeypatch.setitem(KERNELS, top.SigmoidOp, spy_sigmoid)
-    monkeypatch.setenv("TPUC_NATIVE", "0")  # the numpy path's memory reuse
     run_top(module, weights, inputs)
     dumped = run_top(module, weights, inputs, dump_all=True)
     assert reused_at_sigmoid == [True, False]

@@ -367,7 +367,7 @@ def test_f32_tpu_module_matches_the_top_interpreter_bit_for_bit(net_data):
     for name in ("conv", "act", "pool"):
         np.testing.assert_array_equal(out[name], ref[name], err_msg=name)
     np.testing.assert_array_equal(out["out"], ref["pool"])
-    native = run_top(top_module, weights, inputs, dump_all=True)
+    native = run_top(top_module, weights, inputs, dump_all=True, native=True)
     for name in ("conv", "act", "pool"):
         np.testing.assert_allclose(out[name], native[name], rtol=1e-5, atol=1e-6, err_msg=name)
 

@@ -10,6 +10,7 @@ memory goes back to the executor's arena, which hands it to later kernels
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
@@ -119,14 +120,17 @@ class TopInterpreter:
     `threads`: None uses as many kernel threads as BLAS has, BLAS pinned to
     one (the same float sums on any load: see `executor`); executor.AUTO
     picks, run by run, whichever of that and BLAS threading has been faster;
-    0 always lets BLAS thread; N >= 1 uses N kernel threads."""
+    0 always lets BLAS thread; N >= 1 uses N kernel threads.
+
+    `native`: run exportable ops as onnxruntime sessions (the accelerator;
+    callers ask `accelerator.accelerated` whether they may), else every op
+    in tpuc's own kernels, which define TOP's float semantics."""
 
     title = "TOP interpreter"  # the progress bar's label
-    native_default = True  # run exportable ops through onnxruntime (see `native`)
 
-    def __init__(self, module: ModuleOp, threads: int | None = None, native: bool | None = None):
+    def __init__(self, module: ModuleOp, threads: int | None = None, native: bool = False):
         self.executor = Executor(threads)
-        self.native = native_wanted(self.native_default) if native is None else native
+        self.native = native
         self._native: Any = None  # NativeRuns of the last weights
         body = main_function(module).body.block
         self.ops: list[Operation] = body_ops(body)
@@ -240,6 +244,7 @@ class TopInterpreter:
             except Exception as exc:  # onnxruntime names the node: the TOP tensor
                 raise TpucError(f"{step.op.name} '{step.names[0]}' failed: {exc}") from exc
             if results is None:  # dropped: the caller runs the step in numpy
+                _warn_once(native.failures[-1])
                 return None
             pending.update(results)
         return [
@@ -326,15 +331,16 @@ class TopInterpreter:
         return array
 
 
-NATIVE_ENV = "TPUC_NATIVE"
-"""Set to 0 to run every TOP op with the numpy kernels (e.g. to compare)."""
+_WARNED: set[str] = set()
 
 
-def native_wanted(default: bool) -> bool:
-    """The class default unless $TPUC_NATIVE turns the native path off."""
-    import os
-
-    return default and os.environ.get(NATIVE_ENV, "1") != "0"
+def _warn_once(message: str) -> None:
+    """One stderr line per distinct fallback in this process (a model_eval
+    over many samples, or new weights, would otherwise repeat it)."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def fit_weight(name: str, array: np.ndarray, expected) -> np.ndarray:
@@ -363,7 +369,10 @@ def run_top(
     *,
     dump_all: bool = False,
     progress: bool = False,
+    native: bool = False,
 ) -> dict[str, np.ndarray]:
     """Run `func @main` of a TOP module; return its outputs by tensor name
-    (with `dump_all`, every tensor: inputs and each op's results)."""
-    return TopInterpreter(module).run(weights, inputs, dump_all=dump_all, progress=progress)
+    (with `dump_all`, every tensor: inputs and each op's results). Every op
+    runs in tpuc's kernels unless `native` (see `accelerator`)."""
+    interp = TopInterpreter(module, native=native)
+    return interp.run(weights, inputs, dump_all=dump_all, progress=progress)

@@ -76,8 +76,7 @@ class TpuInterpreter(TopInterpreter):
     """A TPU module prepared for repeated runs; `run` returns stored values
     (see the module docstring), `real_values` their real meaning."""
 
-    title = "TPU interpreter"
-    native_default = False  # stored values, exact kernels: numpy only
+    title = "TPU interpreter"  # stored values, exact kernels: never the accelerator
 
     def __init__(self, module: ModuleOp, threads: int | None = None):
         super().__init__(module, threads)

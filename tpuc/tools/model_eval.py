@@ -101,6 +101,7 @@ class Model:
 
 
 def _module_model(path: str) -> Model:
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import TopInterpreter
     from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.module_io import load_module
@@ -110,7 +111,8 @@ def _module_model(path: str) -> Model:
     module, store = load_module(path)
     state = state_of(module)
     if state is None or state in (ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED):
-        top_interp = TopInterpreter(module)  # prepared once: its sessions serve every sample
+        # prepared once: its sessions serve every sample
+        top_interp = TopInterpreter(module, native=accelerated("model_eval"))
         return Model(path, input_specs(module), lambda feed: top_interp.run(store, feed))
     if state != ModuleState.TPU_LOWERED:
         raise TpucError(f"{path}: a {state} module has reordered weights; evaluate its bmodel")

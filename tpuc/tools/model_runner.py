@@ -95,6 +95,7 @@ class RunOptions:
 def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
     """A TOP module in the TOP interpreter, a lowered TPU module in the TPU
     interpreter (later states hold reordered weights: run their bmodel)."""
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
     from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.module_io import load_module
@@ -105,7 +106,8 @@ def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict
     feed = inputs_from_npz(inputs, input_specs(module), "--input")
     state = state_of(module)
     if state is None or state in (ModuleState.TOP_F32, ModuleState.TOP_CALIBRATED):
-        return run_top(module, store, feed, dump_all=options.dump_all)
+        native = accelerated("model_runner")
+        return run_top(module, store, feed, dump_all=options.dump_all, native=native)
     if state != ModuleState.TPU_LOWERED:
         raise TpucError(
             f"--model {model_path}: a {state} module has reordered weights; run the _tpu.mlir "

@@ -52,7 +52,8 @@ def build_parser():
     parser = make_parser(
         PROG,
         "Convert a model to the TOP dialect and, with --test_input, check the TOP interpreter "
-        "against the source framework (onnxruntime, LiteRT) tensor by tensor.",
+        "(tpuc's own float kernels) against the source framework (onnxruntime, LiteRT) "
+        "tensor by tensor.",
         EPILOG,
     )
     parser.add_argument("--model_name", required=True, help="model name, prefix of every file")
@@ -314,11 +315,14 @@ def verify(req: Request, module, store, inputs, out, reference):
     return the comparison. Empties `store` once TOP has run, so that the
     weights are freed before the reference loads its own copy."""
     from tpuc.compare import compare_arrays
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
 
     say(f"running the TOP interpreter -> {req.test_result}")
-    # a progress bar only where someone watches (it would clutter logs)
-    top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty())
+    # a progress bar only where someone watches (it would clutter logs); tpuc's
+    # own kernels unless $TPUC_NATIVE=1, so the check tests what TOP means
+    native = accelerated("model_transform")
+    top = run_top(module, store, inputs, dump_all=True, progress=sys.stderr.isatty(), native=native)
     store.clear()
     out.save_npz(req.test_result, top)
     ref, _ = reference.run(req, inputs, set(top))

@@ -64,6 +64,7 @@ def build_parser():
 def compare(f32_mlir: str, quant_mlir: str, inputs: list[str], tolerance) -> dict:
     """Everything the page shows, as JSON-ready data."""
     from tpuc.deploy import first_failing_layer, layer_names
+    from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
     from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.module_io import load_module
@@ -80,7 +81,7 @@ def compare(f32_mlir: str, quant_mlir: str, inputs: list[str], tolerance) -> dic
             f"--quant_mlir {quant_mlir} does not come from --f32_mlir {f32_mlir}: none of its "
             f"{len(quant_names)} tensor names is in the float module"
         )
-    top_values = run_top(top, top_store, feed, dump_all=True)
+    top_values = run_top(top, top_store, feed, dump_all=True, native=accelerated("visual"))
     interpreter = TpuInterpreter(quant)
     quant_values = interpreter.real_values(interpreter.run(quant_store, feed, dump_all=True))
     first = first_failing_layer(pairs, quant_values, top_values, tolerance, set(feed))

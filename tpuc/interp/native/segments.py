@@ -218,8 +218,7 @@ class NativeRuns:
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # noqa: BLE001  (an export rule's bug: its ops run in numpy)
-            first = tensor_names(_op_of(run.results[0]))[0]
-            self.failures.append(f"run from '{first}' does not load: {exc}")
+            self.failures.append(_failure(run, exc))
             return None
 
     def end_profiling(self) -> list[str]:
@@ -249,6 +248,17 @@ def _external(name: str, array: np.ndarray):
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
     return tensor
+
+
+def _failure(run: Run, exc: Exception) -> str:
+    """One line: the run's first tensor, its ops, onnxruntime's reason."""
+    ops = list(dict.fromkeys(_op_of(v) for v in run.results))
+    kinds = ", ".join(dict.fromkeys(op.name for op in ops))
+    reason = " ".join(str(exc).split())[:200]
+    return (
+        f"onnxruntime would not load the run of {len(ops)} ops from "
+        f"'{tensor_names(ops[0])[0]}' ({kinds}): they run in tpuc's kernels ({reason})"
+    )
 
 
 def _none(value: SSAValue) -> bool:
