@@ -152,8 +152,10 @@ def test_bad_datasets_are_one_line_errors(digits, tmp_path, capsys):
 
 def test_coco_ap_of_float_and_int8(tmp_path, capsys):
     """skimage's coins as a COCO set; the oracle detector's AP is exactly 1 in
-    float (boxes mapped back through the resize), lower in INT8 (quantized
-    box coordinates), and the bmodel scores as its TPU module."""
+    float (boxes mapped back through the resize); in INT8 the box Add keeps
+    its float fallback (its 0*mean operand spans no range next to the boxes,
+    INT8 lowering's within_int8_span rule), so AP stays high; and the bmodel
+    scores as its TPU module."""
     from tests.support.coins import oracle_detector, write_coco
 
     annotations = write_coco(tmp_path / "coco")
@@ -189,7 +191,7 @@ def test_coco_ap_of_float_and_int8(tmp_path, capsys):
     rows = stage_rows(out)
     assert rows["o.onnx"][0] == rows["o.mlir"][0] == 1.0
     assert rows[tpu.name] == rows["o.bmodel"]
-    assert 0.5 < rows["o.bmodel"][0] < 1.0
+    assert 0.5 < rows["o.bmodel"][0] <= 1.0
 
 
 def test_nms_keeps_the_best_of_overlapping_boxes():
