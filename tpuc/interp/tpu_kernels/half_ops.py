@@ -1,0 +1,63 @@
+"""tpu.Conv2D and tpu.MatMul in F16/BF16 as the bm168x chip computes them
+(`tpuc.kernels.half_conv`: blocks of 32 input channels, cut products, the
+f32 accumulator in the chip's order). A matmul of two activations, and
+every op in f32 or with mixed types, keeps TOP's kernel, rounded."""
+
+from __future__ import annotations
+
+import math
+
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import shape_of
+from tpuc.interp.kernels import KERNELS
+from tpuc.interp.kernels.conv import conv_attrs
+from tpuc.interp.kernels.registry import Array, KernelResult, record_of
+from tpuc.interp.tpu_kernels.float_ops import rounded
+from tpuc.interp.tpu_kernels.params import element_of_value, relu_of
+from tpuc.interp.tpu_kernels.registry import tpu_kernel
+from tpuc.kernels import half_conv
+from tpuc.kernels.element import Element
+from tpuc.kernels.float_conv import MatMul
+
+HALF = ("f16", "bf16")
+_TOP_CONV = rounded(KERNELS[top.ConvOp])
+_TOP_MATMUL = rounded(KERNELS[top.MatMulOp])
+
+
+def half_element(op) -> Element | None:
+    """The half element when the op's input, filter and result all have it."""
+    elements = {element_of_value(v) for v in (op.operands[0], op.operands[1], op.results[0])}
+    element = next(iter(elements))
+    return element if len(elements) == 1 and element.dtype in HALF else None
+
+
+def weight_matmul(op) -> bool:
+    """A matmul the native target runs as a 1x1 convolution: the right
+    operand a weight without batch, the left one not transposed."""
+    if op.value("left_transpose") or op.value("hdim_is_batch"):
+        return False
+    right = shape_of(op.operands[1])
+    return isinstance(op.operands[1].owner, top.WeightOp) and math.prod(right[:-2]) == 1
+
+
+@tpu_kernel(tpu.Conv2DOp, kinds=("float",), priority=1)
+def conv2d(op, args: list[Array | None]) -> KernelResult:
+    element = half_element(op)
+    if element is None:
+        return _TOP_CONV(op, args)
+    record = record_of(op, lambda o: half_conv.HalfConv(conv_attrs(o), element))
+    return half_conv.conv(record, *args)
+
+
+@tpu_kernel(tpu.MatMulOp, kinds=("float",), priority=1)
+def matmul(op, args: list[Array | None]) -> KernelResult:
+    element = half_element(op)
+    if element is None or not weight_matmul(op):
+        return _TOP_MATMUL(op, args)
+    record = record_of(
+        op,
+        lambda o: half_conv.HalfMatMul(
+            MatMul(bool(o.value("right_transpose")), relu_of(o)), element
+        ),
+    )
+    return half_conv.matmul(record, *args)
