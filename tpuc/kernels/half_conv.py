@@ -37,6 +37,13 @@ KEPT = 24  # bits kept below the largest product's exponent
 EXACT_CHUNK = 1 << 21  # products per slice of the exact recomputation
 
 
+def applies(chip: str) -> bool:
+    """Whether `chip` computes half convolutions this way (the bm168x family)."""
+    from tpuc.chips import get_chip
+
+    return chip != "ALL" and get_chip(chip).family == "bm168x"
+
+
 @dataclass(frozen=True)
 class HalfConv:
     """A convolution whose operands and result are of the half type

@@ -1,4 +1,4 @@
-"""tpu.Conv2D and tpu.MatMul in F16/BF16 as the bm168x chip computes them
+"""tpu.Conv2D and tpu.MatMul in F16/BF16 as the bm168x chips compute them
 (`tpuc.kernels.half_conv`: blocks of 32 input channels, cut products, the
 f32 accumulator in the chip's order). A matmul of two activations, and
 every op in f32 or with mixed types, keeps TOP's kernel, rounded."""
@@ -6,6 +6,8 @@ every op in f32 or with mixed types, keeps TOP's kernel, rounded."""
 from __future__ import annotations
 
 import math
+
+from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
@@ -18,6 +20,7 @@ from tpuc.interp.tpu_kernels.registry import tpu_kernel
 from tpuc.kernels import half_conv
 from tpuc.kernels.element import Element
 from tpuc.kernels.float_conv import MatMul
+from tpuc.module_io import module_attr
 
 HALF = ("f16", "bf16")
 _TOP_CONV = rounded(KERNELS[top.ConvOp])
@@ -25,7 +28,17 @@ _TOP_MATMUL = rounded(KERNELS[top.MatMulOp])
 
 
 def half_element(op) -> Element | None:
-    """The half element when the op's input, filter and result all have it."""
+    """The half element when the op's input, filter and result all have it
+    in a module for a bm168x chip (else None)."""
+    return record_of(op, _half_element)
+
+
+def _half_element(op) -> Element | None:
+    module = op
+    while module is not None and not isinstance(module, ModuleOp):
+        module = module.parent_op()
+    if module is None or not half_conv.applies(module_attr(module, "chip", "ALL")):
+        return None
     elements = {element_of_value(v) for v in (op.operands[0], op.operands[1], op.results[0])}
     element = next(iter(elements))
     return element if len(elements) == 1 and element.dtype in HALF else None
