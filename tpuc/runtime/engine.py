@@ -30,7 +30,7 @@ from tpuc.isa.records import (
     Command,
     TensorRecord,
 )
-from tpuc.kernels import arith, data, float_conv, half_conv, norm, pooling, sums
+from tpuc.kernels import arith, data, float_conv, half_conv, half_eltwise, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
@@ -250,12 +250,13 @@ class EngineStep(Step):
         return attrs, self._rounded(float_conv.conv)
 
     def _half_element(self) -> Element | None:
-        """The half element when input, filter/right operand and result all
-        have it on a bm168x chip: its F16/BF16 conv arithmetic (`half_conv`)."""
+        """The half element when the (first two) operands and the result all
+        have it on a bm168x chip: its F16/BF16 arithmetic (`half_conv`,
+        `half_eltwise`)."""
         if not half_conv.applies(self.device.chip):
             return None
-        ops = self.command.operands
-        elements = {element_of(r) for r in (ops[0], ops[1], self.command.results[0])}
+        records = [*self.command.operands[:2], self.command.results[0]]
+        elements = {element_of(r) for r in records if not r.absent}
         element = next(iter(elements))
         return element if len(elements) == 1 and element.dtype in ("f16", "bf16") else None
 
@@ -390,8 +391,13 @@ class EngineStep(Step):
         elif b.form != isa.FARITH_TENSORS:
             reverse = b.form == isa.FARITH_CONST_REVERSED
             record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
+            if (half := self._half_element()) is not None:
+                return half_eltwise.HalfConst(record, half), half_eltwise.const, (0,)
         elif kind == "Scale":
             record, kernel = ew.Scale(relu), ew.scale
+            if (half := self._half_element()) is not None:
+                args = tuple(range(b.n_inputs))
+                return half_eltwise.HalfScale(record, half), half_eltwise.scale, args
         elif kind == "Where":
             record, kernel = ew.Where(), ew.where
         elif kind == "PRelu":
