@@ -363,8 +363,9 @@ def test_float_activations_run_on_sfu_bit_exact(sfu_mlir, tmp_path, chip, mode):
                 assert step.command.header.kind == 0
                 op = ops[names[step.command.header.layer_id]]
                 expected = _interpreter_float_record(op)
-                # bm168x F16/BF16 convs and weight matmuls: the chip's
-                # arithmetic (half_conv), its record wrapping the float one
+                # bm168x F16/BF16 convs, weight matmuls, constant ops and
+                # Scale: the chip's arithmetic (half_conv, half_eltwise), its
+                # record wrapping the float one
                 record = getattr(step.record, "attrs", step.record)
                 if step.name == "TIU_CONV":
                     kernel = step.command.operands[1].shape[2:]

@@ -20,21 +20,21 @@ from tpuc.kernels.rounding import half_rounder
 
 @dataclass(frozen=True)
 class HalfConst:
-    const: ew.Const
+    attrs: ew.Const
     element: Element
 
 
 @dataclass(frozen=True)
 class HalfScale:
-    scale: ew.Scale
+    attrs: ew.Scale
     element: Element
 
 
 def const(p: HalfConst, x: Array) -> Array:
     """x <op> c with c rounded to the half type, rounded."""
     rounder = half_rounder(p.element)
-    value = float(rounder(np.array([p.const.value], np.float32))[0])
-    return f32(rounder(ew.const(replace(p.const, value=value), x)))
+    value = float(rounder(np.array([p.attrs.value], np.float32))[0])
+    return f32(rounder(ew.const(replace(p.attrs, value=value), x)))
 
 
 def scale(p: HalfScale, x: Array, s: Array, b: Array | None = None) -> Array:
@@ -44,6 +44,6 @@ def scale(p: HalfScale, x: Array, s: Array, b: Array | None = None) -> Array:
     y = f32(rounder(np.multiply(f32(x), f32(s).reshape(shape))))
     if b is not None:
         y = f32(rounder(y + f32(rounder(f32(b))).reshape(shape)))
-    if p.scale.relu.on:
-        relu(y, None if p.scale.relu.limit is None else float(p.scale.relu.limit))
+    if p.attrs.relu.on:
+        relu(y, None if p.attrs.relu.limit is None else float(p.attrs.relu.limit))
     return y
