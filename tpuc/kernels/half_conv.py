@@ -94,40 +94,34 @@ def exact(pk: Array, wk: Array, bias: Array, o: Array, p: Array) -> Array:
 
 
 def fast(xk: Array, wk: Array, bias: Array) -> tuple[Array, Array]:
-    """xk [K, C, P], wk [K, O, C] (float64), bias [O] -> (acc, top): the
+    """xk [K, C, P], wk [K, O, C] (float64), bias [O] -> (acc, walk): the
     f32 accumulators [O, P] with uncut unit sums, in the chip's order, and
-    the largest |accumulator| each went through."""
+    the sum of the |accumulator|s each went through (the bias included)."""
     k, c, p = xk.shape
     acc = np.repeat(f32(bias)[:, None], p, axis=1)
-    top = np.abs(acc)
+    walk = np.abs(acc)
     tmp = np.empty_like(acc)
     sums = np.empty((wk.shape[1], p))
     for c0 in range(0, c, BLOCK):
         for t in range(k):
             np.matmul(wk[t, :, c0 : c0 + BLOCK], xk[t, c0 : c0 + BLOCK], out=sums)
-            np.add(acc, sums.astype(np.float32), out=acc)
-            np.maximum(top, np.abs(acc, out=tmp), out=top)
-    return acc, top
+            tmp[...] = sums  # rounded to f32 (to nearest even)
+            np.add(acc, tmp, out=acc)
+            np.add(walk, np.abs(acc, out=tmp), out=walk)
+    return acc, walk
 
 
-def lsb_exponents(v: Array) -> Array:
-    """The exponent of the lowest set bit of each float32 value (nonzero)."""
-    bits = v.view(np.int32) & 0x7FFFFFFF
-    field = np.maximum(bits >> 23, 1)
-    mant = (bits & 0x7FFFFF) | np.where(bits >> 23 > 0, 0x800000, 0)
-    low = (mant & -mant).astype(np.float32)
-    return field - 150 + np.frexp(low)[1] - 1
-
-
-def block_depths(v: Array) -> tuple[Array, Array]:
-    """v [..., 32]: per block, the largest |value| and how many nonzero
-    values have their lowest bit 12 or more binades below its exponent (the
-    only operands a cut product can have: see `slack`)."""
+def block_depths(v: Array, mantissa: int) -> tuple[Array, Array]:
+    """v [..., 32] of a half type with `mantissa` fraction bits: per block,
+    the largest |value| mx and how many nonzero values are under
+    mx·2^(mantissa−11): a superset of those whose lowest bit lies 12 or
+    more binades below mx's exponent (the only operands a cut product can
+    have: see `slack`)."""
     mags = np.abs(v)
     top = mags.max(-1)
-    exp = np.frexp(top)[1] - 1
-    deep = (exp[..., None] - lsb_exponents(mags) >= 12) & (mags > 0)
-    return top, deep.sum(-1).astype(np.float32)
+    limit = top * np.float32(2.0 ** (mantissa - 11))
+    deep = (mags < limit[..., None]) & (mags > 0)
+    return top, deep.sum(-1, dtype=np.float32)
 
 
 def blocked(v: Array, axis: int) -> Array:
@@ -142,49 +136,65 @@ def blocked(v: Array, axis: int) -> Array:
     return v.reshape(v.shape[:-1] + (-1, BLOCK))
 
 
-def slack(cols: Array, w: Array, top: Array) -> Array:
+def slack(cols: Array, w: Array, walk: Array, mantissa: int) -> Array:
     """A bound on |chip − fast| per accumulator [O, P] (cols [C, K, P], w
     [O, C, K] f32). A unit's largest product is at most mx·mw (the largest
     |x| and |w| of its block), so a cut product has one operand with its
     lowest bit 12 binades below the block's largest exponent (x and w
     together would need 24), and each cut moves the sum by under
     2^−24·mx·mw. Both roundings of a unit sum move it by 2^−24·Σ|p| each,
-    and each accumulation rounds both sides by 2^−24·top."""
+    and each accumulation rounds both sides by 2^−24·|accumulator|."""
     c, k, p = cols.shape
     o = w.shape[0]
     mags = np.abs(w).reshape(o, c * k) @ np.abs(cols).reshape(c * k, p)
-    mx, nx = block_depths(blocked(cols.transpose(1, 2, 0), -1))  # [K, P, B]
-    mw, nw = block_depths(blocked(w.transpose(0, 2, 1), -1))  # [O, K, B]
+    mx, nx = block_depths(blocked(cols.transpose(1, 2, 0), -1), mantissa)  # [K, P, B]
+    mw, nw = block_depths(blocked(w.transpose(0, 2, 1), -1), mantissa)  # [O, K, B]
     mx, nx = (a.transpose(0, 2, 1).reshape(-1, p) for a in (mx, nx))  # [K*B, P]
     mw, nw = (a.reshape(o, -1) for a in (mw, nw))  # [O, K*B]
     cuts = mw @ (mx * nx) + (mw * nw) @ mx
-    units = mx.shape[0]
-    bound = cuts * 2.0**-24 + mags * 2.0**-23 + top * (units * 2.0**-23)
+    bound = cuts * 2.0**-24 + mags * 2.0**-23 + walk * 2.0**-23
     return (bound * 1.5 + 2.0**-140).astype(np.float32)
 
 
-def tiny_free(cols: Array, w: Array) -> bool:
-    """Every nonzero product of cols and w is a normal float32 (2^-100 up)."""
+def tiny_free(x: Array, w: Array) -> bool:
+    """Every nonzero product of x and w is a normal float32 (2^-100 up)."""
 
     def least(v: Array) -> float:
-        mags = np.abs(v[v != 0])
-        return float(mags.min()) if mags.size else 1.0
+        mags = np.abs(v)
+        return float(np.min(mags, where=mags > 0, initial=np.inf))
 
-    return least(cols) * least(w) >= 2.0**-100
+    return least(x) * least(w) >= 2.0**-100
 
 
-def accumulate(cols: Array, w: Array, bias: Array, rounder: Callable[[Array], Array]) -> Array:
+MANTISSA = {"bf16": 7, "f16": 10}  # fraction bits of the half types
+
+
+@dataclass(frozen=True)
+class Half:
+    """What `accumulate` needs of the operation: the rounding to the half
+    type, its fraction bits, and the float type exact products fit in."""
+
+    rounder: Callable[[Array], Array]
+    mantissa: int
+    products: type
+
+    @staticmethod
+    def of(element: Element, x: Array, w: Array) -> Half:
+        kind = np.float32 if tiny_free(x, w) else np.float64
+        return Half(half_rounder(element), MANTISSA[element.dtype], kind)
+
+
+def accumulate(cols: Array, w: Array, bias: Array, half: Half) -> Array:
     """The chip's f32 accumulators [O, P] of cols [C, K, P] by w [O, C, K]:
     `fast`, then `exact` where the half rounding of fast ± slack differs."""
     xk = np.ascontiguousarray(cols.transpose(1, 0, 2), dtype=np.float64)
     wk = np.ascontiguousarray(w.transpose(2, 0, 1), dtype=np.float64)
-    acc, top = fast(xk, wk, bias)
-    bound = slack(cols, w, top)
-    doubt = np.nonzero(rounder(acc - bound) != rounder(acc + bound))
+    acc, walk = fast(xk, wk, bias)
+    bound = slack(cols, w, walk, half.mantissa)
+    doubt = np.nonzero(half.rounder(acc - bound) != half.rounder(acc + bound))
     if doubt[0].size:
-        kind = np.float32 if tiny_free(cols, w) else np.float64
-        pk = np.ascontiguousarray(cols.transpose(2, 1, 0), dtype=kind)
-        wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=kind)
+        pk = np.ascontiguousarray(cols.transpose(2, 1, 0), dtype=half.products)
+        wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=half.products)
         acc[doubt] = exact(pk, wt, bias, *doubt)
     return acc
 
@@ -224,14 +234,14 @@ def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     cg, og, k, pixels = c // groups, oc // groups, math.prod(kernel), math.prod(out)
     bias = np.zeros(oc, np.float32) if b is None else f32(b).reshape(oc)
     wk = w.reshape(groups, og, cg, k)
-    rounder = half_rounder(p.element)
+    half = Half.of(p.element, x, w)
     y = np.empty((n, oc, pixels), np.float32)
     for i in range(n):
         for gi in range(groups):
             cols = view[i, gi * cg : (gi + 1) * cg].reshape(cg, k, pixels)
             rows = slice(gi * og, (gi + 1) * og)
-            y[i, rows] = accumulate(cols, wk[gi], bias[rows], rounder)
-    return finish(y.reshape((n, oc) + out), p.attrs.relu_limit(), rounder)
+            y[i, rows] = accumulate(cols, wk[gi], bias[rows], half)
+    return finish(y.reshape((n, oc) + out), p.attrs.relu_limit(), half.rounder)
 
 
 def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
@@ -243,10 +253,10 @@ def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     n, k = w.shape
     rows = x.reshape(-1, k)
     bias = np.zeros(n, np.float32) if b is None else f32(b).reshape(n)
-    rounder = half_rounder(p.element)
-    acc = accumulate(rows.T[:, None, :], w[:, :, None], bias, rounder)
+    half = Half.of(p.element, x, w)
+    acc = accumulate(rows.T[:, None, :], w[:, :, None], bias, half)
     limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
-    return finish(acc.T.reshape(x.shape[:-1] + (n,)), limit, rounder)
+    return finish(acc.T.reshape(x.shape[:-1] + (n,)), limit, half.rounder)
 
 
 def finish(y: Array, relu_limit: float | None, rounder: Callable[[Array], Array]) -> Array:
