@@ -61,3 +61,47 @@ def test_depthwise_conv_in_f32_between_casts(tmp_path, mode):
     assert "tpu.Conv2D" in kinds
     same = np.count_nonzero(got["y"] == expected["y"])
     assert same == got["y"].size, f"{same} of {got['y'].size} equal"
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+@pytest.mark.parametrize("kind", ["Add", "Mul"])
+def test_half_constant_is_rounded_first(tmp_path, mode, kind):
+    """AddConst/MulConst in F16/BF16: the chip rounds the constant to the
+    half type before the operation (`half_eltwise.const`); with 1/6 in f32
+    a third of the values came out one unit off. The inputs are half values
+    already (the chip's input cast rounds an f16 tie otherwise than tpuc)."""
+    from tpuc.numerics import to_bf16, to_f16
+
+    rnd = to_bf16 if mode == "BF16" else to_f16
+    x = rnd((RNG.standard_normal([1, 24, 10, 10]) * 3).astype(np.float32)).astype(np.float32)
+    c = ("c", np.array(0.1666666, np.float32))
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, [node(kind, ["a", "c"], ["y"])], {"a": x}, ["y"], mode, inits=[c]
+    )
+    assert f"tpu.{kind}Const" in kinds
+    chip, tpuc = np.asarray(got["y"]), np.asarray(expected["y"]).reshape(np.shape(got["y"]))
+    wrong = np.nonzero(chip != tpuc)
+    assert not wrong[0].size, (x[wrong][:5], chip[wrong][:5], tpuc[wrong][:5])
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_scale_rounds_product_and_bias(tmp_path, mode):
+    """A BatchNormalization (tpu.Scale) with ReLU in F16/BF16: the chip
+    computes r(r(x·s) + r(b)) (`half_eltwise.scale`)."""
+    from tpuc.numerics import to_bf16, to_f16
+
+    rnd = to_bf16 if mode == "BF16" else to_f16
+    x = rnd(RNG.standard_normal([1, 24, 12, 12]).astype(np.float32)).astype(np.float32)
+    inits = [
+        ("s", RNG.standard_normal(24).astype(np.float32)),
+        ("bb", RNG.standard_normal(24).astype(np.float32)),
+        ("m", RNG.standard_normal(24).astype(np.float32)),
+        ("v", (np.abs(RNG.standard_normal(24)) + 0.5).astype(np.float32)),
+    ]
+    nodes = [
+        node("BatchNormalization", ["a", "s", "bb", "m", "v"], ["t"]),
+        node("Relu", ["t"], ["y"]),
+    ]
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, ["y"], mode, inits=inits)
+    assert "tpu.Scale" in kinds
+    assert np.array_equal(got["y"], np.asarray(expected["y"]).reshape(np.shape(got["y"])))

@@ -31,7 +31,7 @@ from tpuc.isa.records import (
     Command,
     TensorRecord,
 )
-from tpuc.kernels import arith, data, float_conv, norm, pooling, sums
+from tpuc.kernels import arith, data, float_conv, half_conv, half_eltwise, norm, pooling, sums
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
@@ -252,7 +252,21 @@ class EngineStep(Step):
         )
         if b.mode == isa.CONV_TRANSPOSED:
             return float_conv.Deconv(attrs, b.output_padding), self._rounded(float_conv.deconv)
+        half = self._half_element()
+        if half is not None:
+            return half_conv.HalfConv(attrs, half), half_conv.conv
         return attrs, self._rounded(float_conv.conv)
+
+    def _half_element(self) -> Element | None:
+        """The half element when the (first two) operands and the result all
+        have it on a bm168x chip: its F16/BF16 arithmetic (`half_conv`,
+        `half_eltwise`)."""
+        if not half_conv.applies(self.device.chip):
+            return None
+        records = [*self.command.operands[:2], self.command.results[0]]
+        elements = {element_of(r) for r in records if not r.absent}
+        element = next(iter(elements))
+        return element if len(elements) == 1 and element.dtype in ("f16", "bf16") else None
 
     def _conv(self, b: isa.ConvBlock):
         if self.is_float:
@@ -269,6 +283,10 @@ class EngineStep(Step):
     def _matmul(self, b: isa.MatMulBlock):
         if self.is_float:
             record = float_conv.MatMul(bool(b.right_transpose), self._float_relu(b.requant))
+            right = self.command.operands[1]
+            half = self._half_element()
+            if half is not None and right.flags & TENSOR_COEFF and math.prod(right.shape[:-2]) == 1:
+                return half_conv.HalfMatMul(record, half), half_conv.matmul, (0, 1, 2)
             return record, self._rounded(float_conv.matmul), (0, 1, 2)
         ops = self.command.operands
         record = MatMul(
@@ -384,8 +402,13 @@ class EngineStep(Step):
         elif b.form != isa.FARITH_TENSORS:
             reverse = b.form == isa.FARITH_CONST_REVERSED
             record, kernel = ew.Const(kind, b.const_val, reverse, relu), ew.const
+            if (half := self._half_element()) is not None:
+                return half_eltwise.HalfConst(record, half), half_eltwise.const, (0,)
         elif kind == "Scale":
             record, kernel = ew.Scale(relu), ew.scale
+            if (half := self._half_element()) is not None:
+                args = tuple(range(b.n_inputs))
+                return half_eltwise.HalfScale(record, half), half_eltwise.scale, args
         elif kind == "Where":
             record, kernel = ew.Where(), ew.where
         elif kind == "PRelu":

@@ -10,6 +10,7 @@ from tpuc.interp.tpu_kernels import (  # noqa: F401  (imported to register kerne
     compute,
     data_ops,
     float_ops,
+    half_ops,
 )
 from tpuc.interp.tpu_kernels.registry import TPU_KERNELS, tpu_kernel
 
