@@ -200,9 +200,7 @@ def summary(rows: list[dict]) -> list[str]:
     lines = [f"{'class':8} {'cases':>5} {'median err':>10} {'max err':>8}"]
     for cls in dict.fromkeys(r["class"] for r in rows):
         errs = [error(r["tpuc"], r["vendor"]) for r in rows if r["class"] == cls]
-        lines.append(
-            f"{cls:8} {len(errs):5} {statistics.median(errs):10.0%} {max(errs):8.0%}"
-        )
+        lines.append(f"{cls:8} {len(errs):5} {statistics.median(errs):10.0%} {max(errs):8.0%}")
     return lines
 
 

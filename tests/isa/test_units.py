@@ -95,7 +95,10 @@ def test_engine_opcodes_are_priced():
     req = isa.RequantBlock()
     inp = TensorRecord(0x1000, "i8", (1, 64, 56, 56))
     out = TensorRecord(0x200000, "i8", (1, 64, 56, 56))
-    for mode, group, unit in ((isa.CONV_NORMAL, 1, Unit.CONV), (isa.CONV_DEPTHWISE, 64, Unit.DEPTHWISE)):
+    for mode, group, unit in (
+        (isa.CONV_NORMAL, 1, Unit.CONV),
+        (isa.CONV_DEPTHWISE, 64, Unit.DEPTHWISE),
+    ):
         filt = TensorRecord(0x100000, "i8", (64, 64 // group, 3, 3))
         block = isa.ConvBlock(mode, 2, group, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (), 0, req)
         params = isa.encode_block(isa.TIU_CONV, block)
