@@ -107,12 +107,12 @@ def test_engine_opcodes_are_priced():
             Command(header, [inp, filt, TensorRecord(0, "f32", (), space=0xFF)], [out], params)
         )
         assert task.unit is unit and task.work == 56 * 56 * 64 * (64 // group) * 9
-    pool = isa.PoolBlock(0, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
+    pool = isa.PoolBlock(isa.POOL_AVG, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
     params = isa.encode_block(isa.TIU_POOL, pool)
     small = TensorRecord(0x200000, "i8", (1, 64, 28, 28))
     header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, 1)
     task = compute_task(Command(header, [inp], [small], params))
-    assert task.unit is Unit.POOL and task.work == 64 * 28 * 28 * 4
+    assert task.unit is Unit.AVGPOOL and task.work == 64 * 28 * 28 * 4  # mode 0: average
     load = Command(
         Header(isa.GDMA_LOAD, ENGINE_GDMA, 1, 0, 1, 1, 0),
         [small],

@@ -34,7 +34,8 @@ class Unit(StrEnum):
 
     CONV = "conv"  # convolution cube: MACs
     MATMUL = "matmul"  # matrix multiply (FC, batched matmul, RNN gates): MACs
-    POOL = "pool"  # pooling: window elements
+    POOL = "pool"  # max pooling, reduce, resize: window elements
+    AVGPOOL = "avgpool"  # average pooling: window elements
     DEPTHWISE = "depthwise"  # depthwise convolution (the pool unit's window MACs): MACs
     ARITH = "arith"  # elementwise arithmetic, compare, select, data arrangement: elements
     RESCALE = "rescale"  # int8 add/sub with a multiplier per input (requant each, then add)
@@ -103,12 +104,13 @@ _BM1684X_K = {
     Unit.CONV: (32, 16, 2),  # conv/matmul "TOPS": int8, f16/bf16, f32
     Unit.MATMUL: (32, 16, 0.2),  # same cube; fit: f32 (the vendor's fc kernel) far slower
     Unit.POOL: (8, 4, 2),  # "pool/fc" row
+    Unit.AVGPOOL: (8, 0.0047, 2),  # fit: 16-bit ~5 window elements per cycle
     Unit.DEPTHWISE: (0.31, 0.025, 0.2),  # fit: far below the pool row (16-bit slowest)
     Unit.ARITH: (4, 2, 1),  # "other elementwise" = 64 lanes x EU elements (64/bytes)
     Unit.RESCALE: (2.4 / 1024,) * 3,  # fit: int8 add with input multipliers
     Unit.CONVERT: (4, 2, 1),  # [assumed] conversions run on the elementwise path
     Unit.SFU: (4, 2, 1),  # elementwise rate, divided by sfu_ops_per_element
-    Unit.NORM: (4, 0.35, 1),  # fit: sfu's rate (16-bit: a slower path), plus a fixed cost
+    Unit.NORM: (4, 0.35, 0.9),  # fit: sfu's rate (16-bit: a slower path), plus a fixed cost
     Unit.LUT: (128 / 1024,) * 3,  # fit ("lut: 64/1024" published: 64 per cycle)
 }
 _CLOCK_1684X = 1000  # MHz, TIU and GDMA default in bmprofile_generator.py
@@ -128,7 +130,7 @@ BM1684X = Timing(
     source="TPU-MLIR bm1684x profiler defs, fitted to the vendor's cycles (cycle_fit.py)",
     lanes=64,
     ic_chunk={1: 64, 2: 32, 4: 1},  # fit: a conv's input channels in steps of 64/32/1
-    overhead={Unit.NORM: 420},  # fit: softmax's fixed kernel cost
+    overhead={Unit.NORM: 370},  # fit: softmax's fixed kernel cost
     dma_run_cycles=Fraction(9, 100),  # fit: per contiguous run of a strided move
 )
 

@@ -85,6 +85,7 @@ def engine_task(cmd: Command) -> Task:
         work = elements(out) * (inp.shape[-1] if inp.shape else 1)
         return Task(unit, work, element_bytes(inp.dtype))
     if code == isa.TIU_POOL:
+        unit = Unit.AVGPOOL if block.mode == isa.POOL_AVG else unit
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
     if code in (isa.TIU_REDUCE, isa.TIU_ARG):  # a compare-reduce over the input
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))

@@ -138,7 +138,8 @@ class PoolRule(WindowRule):
 
     def task(self, op: Operation, out: Sequence[int], ins: Sequence[Sequence[int] | None]) -> Task:
         work = math.prod(out) * math.prod(attr(op, "kernel_shape"))
-        return Task(Unit.POOL, work, max(ebytes(op.operands[0]), ebytes(op.results[0])))
+        unit = Unit.AVGPOOL if attr(op, "pool_mode", "Max") == "Avg" else Unit.POOL
+        return Task(unit, work, max(ebytes(op.operands[0]), ebytes(op.results[0])))
 
     def scratch_bytes(self, op: Operation, out: Sequence[int], layout: LocalLayout) -> int:
         avg = attr(op, "pool_mode", "Max") == "Avg"
