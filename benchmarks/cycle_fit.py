@@ -78,6 +78,13 @@ def _concat(name, c, hw):
     return Case("move", name, [node], {"x": (1, c, hw, hw), "z": (1, c, hw, hw)})
 
 
+def _slice(name, shape, axis, end):
+    ints = {"s": [0], "e": [end], "a": [axis]}
+    inits = {k: np.array(v, dtype=np.int64) for k, v in ints.items()}
+    node = helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])
+    return Case("move", name, [node], {"x": shape}, inits)
+
+
 def suite() -> list[Case]:
     """Channels that fill (64, 256) and waste (16, 3) the 64 lanes, small and large maps."""
     return [
@@ -112,6 +119,8 @@ def suite() -> list[Case]:
         _unary("move", "Transpose", "permute c64 56x56", (1, 64, 56, 56), perm=[0, 2, 3, 1]),
         _unary("move", "Transpose", "permute c16 28x28", (1, 16, 28, 28), perm=[0, 1, 3, 2]),
         _concat("concat 2x c32 56x56", 32, 56),
+        _slice("slice w 56>28 c64", (1, 64, 56, 56), 3, 28),
+        _slice("slice c 64>32 56x56", (1, 64, 56, 56), 1, 32),
     ]
 
 

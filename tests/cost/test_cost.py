@@ -69,12 +69,16 @@ def test_a_conv_pays_for_the_lanes_and_input_channels_it_leaves_empty():
     assert cycles(task32, BM1684X) == 64 + 7056 * 4  # 14,450,688 ops / 2048 = 7056
 
 
-def test_a_strided_move_pays_per_contiguous_run():
-    # 200,704 runs of one element at 0.09 cycles each = 18063.36 on top
+def test_a_strided_move_pays_per_row_burst_or_per_element():
+    # 200,704 B DDR->DDR: 200,704 / 30.06 B per cycle = 6675.7 -> 6676, + 200
     plain = Task(Unit.DMA, 200704, direction=Direction.DDR_TO_DDR)
-    strided = Task(Unit.DMA, 200704, direction=Direction.DDR_TO_DDR, runs=200704)
-    assert cycles(plain, BM1684X) == 200 + 6676  # 200,704 / 30.06 B per cycle = 6675.7
-    assert cycles(strided, BM1684X) == 200 + 24740  # 6675.7 + 18063.4 = 24739.1
+    assert cycles(plain, BM1684X) == 200 + 6676
+    # in 3584 rows of 56 B: each row burst at least 9.8 cycles = 35123.2 > 6675.7
+    rows = Task(Unit.DMA, 200704, direction=Direction.DDR_TO_DDR, runs=3584)
+    assert cycles(rows, BM1684X) == 200 + 35124
+    # transposed, 200,704 elements at 0.09 cycles each = 18063.36 on top
+    scattered = Task(Unit.DMA, 200704, direction=Direction.DDR_TO_DDR, scattered=200704)
+    assert cycles(scattered, BM1684X) == 200 + 24740  # 6675.7 + 18063.4 = 24739.1
 
 
 def test_a_normalization_pays_its_fixed_cost_and_its_rows_on_lanes():

@@ -76,7 +76,7 @@ def test_a_copy_is_one_move_in_its_direction():
     cmd = Command(Header(isa.GDMA_MOVE, ENGINE_GDMA, 1, 0, 1, 1, 0), [src], [dst])
     (phase,) = command_phases(cmd)
     assert (phase.task.work, phase.task.direction) == (128, Direction.DDR_TO_LMEM)
-    assert phase.task.runs == 32  # the source is read one element at a time
+    assert phase.task.scattered == 32  # the source is read one element at a time
 
 
 def test_unknown_opcode():

@@ -82,7 +82,8 @@ class Timing:
     lanes: int = 64  # NPU lanes: a conv's output channels are padded to a multiple
     ic_chunk: Mapping[int, int] = field(default_factory=dict)  # element bytes -> conv IC step
     overhead: Mapping[Unit, int] = field(default_factory=dict)  # extra cycles per command
-    dma_run_cycles: Fraction = Fraction(0)  # per contiguous run of a strided GDMA move
+    dma_burst_cycles: Fraction = Fraction(0)  # least cycles of one row burst of a strided move
+    dma_element_cycles: Fraction = Fraction(0)  # per element of a transposing move
 
     def rate(self, unit: Unit, element_bytes: int) -> Fraction:
         """Ops per cycle of `unit` on elements of `element_bytes` (wider: 4)."""
@@ -131,7 +132,8 @@ BM1684X = Timing(
     lanes=64,
     ic_chunk={1: 64, 2: 32, 4: 1},  # fit: a conv's input channels in steps of 64/32/1
     overhead={Unit.NORM: 370},  # fit: softmax's fixed kernel cost
-    dma_run_cycles=Fraction(9, 100),  # fit: per contiguous run of a strided move
+    dma_burst_cycles=Fraction(98, 10),  # fit: a strided slice costs ~9.8 cycles per row
+    dma_element_cycles=Fraction(9, 100),  # fit: a permute ~0.09 cycles per element
 )
 
 

@@ -3,7 +3,8 @@
 A compute task costs the chip's fixed TIU issue cycles plus its ops divided
 by the unit's peak ops per cycle for its element width (rounded up); a DMA
 task costs the fixed GDMA latency plus its bytes divided by the bandwidth of
-its direction, plus a cost per contiguous run of a strided move. A conv
+its direction, or, when a strided move's rows are short, a minimum per row
+burst, plus a cost per element of a transposing move. A conv
 pays for the lanes and the cube's input-channel step it leaves empty; other
 units are assumed full; bank conflicts are not modelled. The figures are
 fitted to the vendor's cycles (benchmarks/cycle_fit.py, tpuc/chips/timing.py).
@@ -39,7 +40,8 @@ class Task:
     direction: Direction | None = None
     channels: int = 0  # what sits on the lanes: conv output channels, norm rows (0: full)
     inner: int = 0  # conv: input channels per group (0: the cube is assumed full)
-    runs: int = 0  # DMA: contiguous runs of a strided move (0: one)
+    runs: int = 0  # DMA: row bursts of a strided move (its contiguous runs; 0: one)
+    scattered: int = 0  # DMA: elements a transposing move reads or writes one at a time
 
     @property
     def engine(self) -> str:
@@ -51,8 +53,9 @@ def cycles(task: Task, timing: Timing) -> int:
     if task.unit is Unit.DMA:
         if task.direction is None:
             raise ValueError("a DMA task needs a direction")
-        runs = task.runs * timing.dma_run_cycles
-        return timing.gdma_latency_cycles + math.ceil(task.work / timing.dma[task.direction] + runs)
+        stream = max(task.work / timing.dma[task.direction], task.runs * timing.dma_burst_cycles)
+        scattered = task.scattered * timing.dma_element_cycles
+        return timing.gdma_latency_cycles + math.ceil(stream + scattered)
     ops = task.work * OPS_PER_WORK.get(task.unit, 1) * occupancy(task, timing)
     if task.unit in (Unit.SFU, Unit.NORM):
         ops *= timing.sfu_ops_per_element

@@ -158,8 +158,15 @@ def compute_task(cmd: Command) -> Task:
     raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
 
 
-def _move(nbytes: int, direction: Direction, kind: str, runs: int = 0) -> Phase:
-    return Phase(Task(Unit.DMA, nbytes, direction=direction, runs=runs), kind)
+def _move(nbytes: int, direction: Direction, kind: str, runs: int = 0, scattered: int = 0):
+    task = Task(Unit.DMA, nbytes, direction=direction, runs=runs, scattered=scattered)
+    return Phase(task, kind)
+
+
+def transposed(record: TensorRecord) -> bool:
+    """Its last axis (of more than one element) is not contiguous."""
+    axes = [(n, s) for n, s in zip(record.shape, record.strides, strict=False) if n > 1]
+    return bool(record.strides) and bool(axes) and axes[-1][1] != 1
 
 
 def runs(record: TensorRecord) -> int:
@@ -175,6 +182,14 @@ def runs(record: TensorRecord) -> int:
     return max(elements(record) // max(run, 1), 1)
 
 
+def _strided(src: TensorRecord, dst: TensorRecord) -> tuple[int, int]:
+    """(row bursts, scattered elements) of a move: a transposing move goes
+    element by element, another in rows of its contiguous runs."""
+    if transposed(src) or transposed(dst):
+        return 0, elements(dst)
+    return max(runs(src), runs(dst)), 0
+
+
 def _dma_phase(cmd: Command) -> Phase:
     """A GDMA command: its destination's bytes in the direction of its
     records' spaces. A fill has no source (it writes at the rate of a move
@@ -186,7 +201,7 @@ def _dma_phase(cmd: Command) -> Phase:
     direction = _DIRECTIONS[_global(src), _global(dst)]
     if cmd.header.opcode == isa.GDMA_GATHER:
         return _move(dst.nbytes + cmd.operands[1].nbytes, direction, "gather")
-    return _move(dst.nbytes, direction, "move", max(runs(src), runs(dst)))
+    return _move(dst.nbytes, direction, "move", *_strided(src, dst))
 
 
 def command_phases(cmd: Command) -> tuple[Phase, ...]:
