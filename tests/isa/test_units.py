@@ -44,21 +44,26 @@ def test_conv_macs_from_shapes_and_kernel():
     assert (task.unit, task.work, task.element_bytes) == (Unit.CONV, 56 * 56 * 64 * 64 * 9, 1)
 
 
-def test_depthwise_conv_runs_on_the_pool_unit():
+def test_depthwise_conv_has_its_own_unit():
     task = compute_task(conv(group=64))
-    assert (task.unit, task.work) == (Unit.POOL, 56 * 56 * 64 * 9)
+    assert (task.unit, task.work) == (Unit.DEPTHWISE, 56 * 56 * 64 * 9)
+
+
+def test_a_conv_names_its_lanes_and_input_channels():
+    task = compute_task(conv())
+    assert (task.channels, task.inner) == (64, 64)
 
 
 def test_a_global_conv_loads_computes_and_stores():
-    # load: input 200,704 B + filter 36,864 B = 237,568 B at 58 GiB/s -> 3815 + 400 = 4215
-    # compute: 115,605,504 MACs / 16384 per cycle = 7056 + 64 = 7120
-    # store: 200,704 B at 44 GiB/s = 4248.2 -> 4249 + 400 = 4649
+    # load: input 200,704 B + filter 36,864 B = 237,568 B at 58 GiB/s -> 3815 + 200 = 4015
+    # compute: 115,605,504 MACs / 16384 per cycle = 7056 + 64 = 7120 (64 channels: full)
+    # store: 200,704 B at 44 GiB/s = 4248.2 -> 4249 + 200 = 4449
     phases = command_phases(conv())
     assert [p.kind for p in phases] == ["load", "compute", "store"]
     assert [p.task.work for p in (phases[0], phases[2])] == [237568, 200704]
     timeline = schedule({ENGINE_TIU: [Job(0, phases)]}, BM1684X)
-    assert [s.cycles for s in timeline.spans] == [4215, 7120, 4649]
-    assert timeline.cycles == 15984
+    assert [s.cycles for s in timeline.spans] == [4015, 7120, 4449]
+    assert timeline.cycles == 15584
 
 
 def test_local_operands_cost_no_dma():
@@ -71,6 +76,7 @@ def test_a_copy_is_one_move_in_its_direction():
     cmd = Command(Header(isa.GDMA_MOVE, ENGINE_GDMA, 1, 0, 1, 1, 0), [src], [dst])
     (phase,) = command_phases(cmd)
     assert (phase.task.work, phase.task.direction) == (128, Direction.DDR_TO_LMEM)
+    assert phase.task.scattered == 32  # the source is read one element at a time
 
 
 def test_unknown_opcode():
@@ -89,7 +95,10 @@ def test_engine_opcodes_are_priced():
     req = isa.RequantBlock()
     inp = TensorRecord(0x1000, "i8", (1, 64, 56, 56))
     out = TensorRecord(0x200000, "i8", (1, 64, 56, 56))
-    for mode, group, unit in ((isa.CONV_NORMAL, 1, Unit.CONV), (isa.CONV_DEPTHWISE, 64, Unit.POOL)):
+    for mode, group, unit in (
+        (isa.CONV_NORMAL, 1, Unit.CONV),
+        (isa.CONV_DEPTHWISE, 64, Unit.DEPTHWISE),
+    ):
         filt = TensorRecord(0x100000, "i8", (64, 64 // group, 3, 3))
         block = isa.ConvBlock(mode, 2, group, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (), 0, req)
         params = isa.encode_block(isa.TIU_CONV, block)
@@ -98,12 +107,12 @@ def test_engine_opcodes_are_priced():
             Command(header, [inp, filt, TensorRecord(0, "f32", (), space=0xFF)], [out], params)
         )
         assert task.unit is unit and task.work == 56 * 56 * 64 * (64 // group) * 9
-    pool = isa.PoolBlock(0, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
+    pool = isa.PoolBlock(isa.POOL_AVG, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
     params = isa.encode_block(isa.TIU_POOL, pool)
     small = TensorRecord(0x200000, "i8", (1, 64, 28, 28))
     header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, 1)
     task = compute_task(Command(header, [inp], [small], params))
-    assert task.unit is Unit.POOL and task.work == 64 * 28 * 28 * 4
+    assert task.unit is Unit.AVGPOOL and task.work == 64 * 28 * 28 * 4  # mode 0: average
     load = Command(
         Header(isa.GDMA_LOAD, ENGINE_GDMA, 1, 0, 1, 1, 0),
         [small],

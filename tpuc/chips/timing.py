@@ -24,7 +24,7 @@ the smaller chips' rates below are derived.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
@@ -34,11 +34,15 @@ class Unit(StrEnum):
 
     CONV = "conv"  # convolution cube: MACs
     MATMUL = "matmul"  # matrix multiply (FC, batched matmul, RNN gates): MACs
-    POOL = "pool"  # pooling and depthwise convolution: window elements
+    POOL = "pool"  # max pooling, reduce, resize: window elements
+    AVGPOOL = "avgpool"  # average pooling: window elements
+    DEPTHWISE = "depthwise"  # depthwise convolution (the pool unit's window MACs): MACs
     ARITH = "arith"  # elementwise arithmetic, compare, select, data arrangement: elements
+    RESCALE = "rescale"  # int8 add/sub with a multiplier per input (requant each, then add)
     LUT = "lut"  # table lookup: elements
     CONVERT = "convert"  # dtype conversion, requantization: elements
-    SFU = "sfu"  # special functions (exp, sigmoid, softmax, norms, division): elements
+    SFU = "sfu"  # special functions (exp, sigmoid, division): elements
+    NORM = "norm"  # softmax and normalizations (a kernel of SFU passes): elements
     DMA = "dma"  # GDMA moves: bytes
 
 
@@ -75,6 +79,11 @@ class Timing:
     sfu_ops_per_element: int  # arith ops one special-function element costs
     dma: Mapping[Direction, Fraction]  # bytes per cycle
     source: str  # one line: where the figures come from
+    lanes: int = 64  # NPU lanes: a conv's output channels are padded to a multiple
+    ic_chunk: Mapping[int, int] = field(default_factory=dict)  # element bytes -> conv IC step
+    overhead: Mapping[Unit, int] = field(default_factory=dict)  # extra cycles per command
+    dma_burst_cycles: Fraction = Fraction(0)  # least cycles of one row burst of a strided move
+    dma_element_cycles: Fraction = Fraction(0)  # per element of a transposing move
 
     def rate(self, unit: Unit, element_bytes: int) -> Fraction:
         """Ops per cycle of `unit` on elements of `element_bytes` (wider: 4)."""
@@ -87,22 +96,30 @@ def _by_width(k8: float, k16: float, k32: float) -> dict[int, Fraction]:
     return {1: ops_per_cycle(k8), 2: ops_per_cycle(k16), 4: ops_per_cycle(k32)}
 
 
-# BM1684X: rates k from TPU-MLIR's bm1684x profiler defs (layer-group.md §9).
+# BM1684X: rates k from TPU-MLIR's bm1684x profiler defs (layer-group.md §9),
+# then fitted ("fit") to the vendor backend library's cycles for the single-op
+# suite of benchmarks/cycle_fit.py (2026-11-27; its measured figures are in
+# tpuc/chips/bm1684x_cycle_suite.json, the errors before and after in
+# docs/cost.md "Calibration").
 _BM1684X_K = {
     Unit.CONV: (32, 16, 2),  # conv/matmul "TOPS": int8, f16/bf16, f32
-    Unit.MATMUL: (32, 16, 2),  # same cube as conv
-    Unit.POOL: (8, 4, 2),  # "pool/fc" row; depthwise runs on the same unit
+    Unit.MATMUL: (32, 16, 0.2),  # same cube; fit: f32 (the vendor's fc kernel) far slower
+    Unit.POOL: (8, 4, 2),  # "pool/fc" row
+    Unit.AVGPOOL: (8, 0.0047, 2),  # fit: 16-bit ~5 window elements per cycle
+    Unit.DEPTHWISE: (0.31, 0.025, 0.2),  # fit: far below the pool row (16-bit slowest)
     Unit.ARITH: (4, 2, 1),  # "other elementwise" = 64 lanes x EU elements (64/bytes)
+    Unit.RESCALE: (2.4 / 1024,) * 3,  # fit: int8 add with input multipliers
     Unit.CONVERT: (4, 2, 1),  # [assumed] conversions run on the elementwise path
     Unit.SFU: (4, 2, 1),  # elementwise rate, divided by sfu_ops_per_element
-    Unit.LUT: (64 / 1024,) * 3,  # "lut: 64/1024": 64 lookups per cycle, one per lane
+    Unit.NORM: (4, 0.35, 0.9),  # fit: sfu's rate (16-bit: a slower path), plus a fixed cost
+    Unit.LUT: (128 / 1024,) * 3,  # fit ("lut: 64/1024" published: 64 per cycle)
 }
 _CLOCK_1684X = 1000  # MHz, TIU and GDMA default in bmprofile_generator.py
 
 BM1684X = Timing(
     clock_mhz=_CLOCK_1684X,
     tiu_issue_cycles=64,  # [assumed] no published figure; a few dozen cycles per command
-    gdma_latency_cycles=400,  # [assumed] ~0.4 µs DDR access and descriptor setup per move
+    gdma_latency_cycles=200,  # fit (was 400 [assumed]): small moves' fixed cost
     ops={unit: _by_width(*k) for unit, k in _BM1684X_K.items()},
     sfu_ops_per_element=16,  # [assumed] exp/sigmoid/… as ~16-term polynomial sequences
     dma={
@@ -111,7 +128,12 @@ BM1684X = Timing(
         Direction.DDR_TO_DDR: bytes_per_cycle(28, _CLOCK_1684X),  # bm1684x_defs.py
         Direction.LMEM_TO_LMEM: bytes_per_cycle(58, _CLOCK_1684X),  # [assumed] = DDR->LMEM
     },
-    source="TPU-MLIR bm1684x profiler defs (layer-group.md §9); issue/latency assumed",
+    source="TPU-MLIR bm1684x profiler defs, fitted to the vendor's cycles (cycle_fit.py)",
+    lanes=64,
+    ic_chunk={1: 64, 2: 32, 4: 1},  # fit: a conv's input channels in steps of 64/32/1
+    overhead={Unit.NORM: 370},  # fit: softmax's fixed kernel cost
+    dma_burst_cycles=Fraction(98, 10),  # fit: a strided slice costs ~9.8 cycles per row
+    dma_element_cycles=Fraction(9, 100),  # fit: a permute ~0.09 cycles per element
 )
 
 
@@ -119,17 +141,17 @@ def scaled(base: Timing, lanes: Fraction, eu: Fraction, clock_mhz: int, dma_gib,
     """A smaller chip's timing from `base`'s: compute rates scaled by the
     ratio of lanes × EU bytes (the elementwise rows are exactly lanes × EU;
     the cube and pool units are assumed to scale alike), the LUT by lanes
-    alone (one lookup per lane per cycle); its own clock and bandwidths."""
+    alone (one lookup per lane per cycle); its own clock and bandwidths; the
+    fitted fixed costs and steps of `base` [assumed] alike."""
     ops = {u: {w: r * lanes * eu for w, r in col.items()} for u, col in base.ops.items()}
     ops[Unit.LUT] = {w: r * lanes for w, r in base.ops[Unit.LUT].items()}
-    return Timing(
+    return replace(
+        base,
         clock_mhz=clock_mhz,
-        tiu_issue_cycles=base.tiu_issue_cycles,
-        gdma_latency_cycles=base.gdma_latency_cycles,
         ops=ops,
-        sfu_ops_per_element=base.sfu_ops_per_element,
         dma={d: bytes_per_cycle(g, clock_mhz) for d, g in dma_gib.items()},
         source=source,
+        lanes=int(base.lanes * lanes),
     )
 
 

@@ -53,7 +53,7 @@ ENGINE_UNITS: dict[int, Unit] = {
     isa.TIU_CVT: Unit.CONVERT,
     isa.TIU_SFU: Unit.SFU,
     isa.TIU_FARITH: Unit.ARITH,
-    isa.TIU_NORM: Unit.SFU,
+    isa.TIU_NORM: Unit.NORM,
     isa.TIU_ARG: Unit.POOL,
     isa.TIU_RESIZE: Unit.POOL,
     isa.TIU_RNN: Unit.MATMUL,
@@ -75,22 +75,33 @@ def engine_task(cmd: Command) -> Task:
             work = elements(inp) * elements(filt) // max(inp.shape[1], 1)
             return Task(unit, work, element_bytes(inp.dtype))
         macs = elements(out) * elements(filt) // max(out.shape[1], 1)
-        depthwise = block.mode == isa.CONV_DEPTHWISE
-        return Task(Unit.POOL if depthwise else unit, macs, element_bytes(inp.dtype))
+        if block.mode == isa.CONV_DEPTHWISE:
+            return Task(Unit.DEPTHWISE, macs, element_bytes(inp.dtype))
+        ic = inp.shape[1] // max(block.group, 1) if len(inp.shape) > 1 else 0
+        oc = out.shape[1] if len(out.shape) > 1 else 0
+        return Task(unit, macs, element_bytes(inp.dtype), channels=oc, inner=ic)
     if code == isa.TIU_MATMUL:
         inp, out = cmd.operands[0], cmd.results[0]
         work = elements(out) * (inp.shape[-1] if inp.shape else 1)
         return Task(unit, work, element_bytes(inp.dtype))
     if code == isa.TIU_POOL:
+        unit = Unit.AVGPOOL if block.mode == isa.POOL_AVG else unit
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
     if code in (isa.TIU_REDUCE, isa.TIU_ARG):  # a compare-reduce over the input
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))
     if code == isa.TIU_RESIZE:
         return Task(unit, resize_taps(cmd, block), _widest(cmd))
+    if code == isa.TIU_NORM:  # the rows (all but the normalized axis) go on lanes
+        inp = cmd.operands[0]
+        axis = block.axis if 0 <= block.axis < len(inp.shape) else len(inp.shape) - 1
+        rows = elements(inp) // max(inp.shape[axis], 1) if inp.shape else 1
+        return Task(unit, elements(inp), _widest(cmd), channels=rows)
     if code == isa.TIU_RNN:
         return Task(unit, rnn_work(cmd, block)[0], element_bytes(cmd.operands[0].dtype))
     if code == isa.TIU_FARITH and isa.FARITH_OPS[block.op] in ("Div", "Pow"):
         unit = Unit.SFU  # division and power go through the special-function unit
+    if code == isa.TIU_ARITH and block.op != isa.ARITH_MUL and block.n_inputs > 1:
+        unit = Unit.RESCALE  # each input requantized by its multiplier, then added
     tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
     return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
 
@@ -147,8 +158,36 @@ def compute_task(cmd: Command) -> Task:
     raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
 
 
-def _move(nbytes: int, direction: Direction, kind: str) -> Phase:
-    return Phase(Task(Unit.DMA, nbytes, direction=direction), kind)
+def _move(nbytes: int, direction: Direction, kind: str, runs: int = 0, scattered: int = 0):
+    task = Task(Unit.DMA, nbytes, direction=direction, runs=runs, scattered=scattered)
+    return Phase(task, kind)
+
+
+def transposed(record: TensorRecord) -> bool:
+    """Its last axis (of more than one element) is not contiguous."""
+    axes = [(n, s) for n, s in zip(record.shape, record.strides, strict=False) if n > 1]
+    return bool(record.strides) and bool(axes) and axes[-1][1] != 1
+
+
+def runs(record: TensorRecord) -> int:
+    """Contiguous runs of a strided record: its elements over the longest
+    row-major tail of its strides (1: contiguous)."""
+    if not record.strides:
+        return 1
+    run = 1
+    for size, stride in zip(reversed(record.shape), reversed(record.strides), strict=False):
+        if size > 1 and stride != run:
+            break
+        run *= size
+    return max(elements(record) // max(run, 1), 1)
+
+
+def _strided(src: TensorRecord, dst: TensorRecord) -> tuple[int, int]:
+    """(row bursts, scattered elements) of a move: a transposing move goes
+    element by element, another in rows of its contiguous runs."""
+    if transposed(src) or transposed(dst):
+        return 0, elements(dst)
+    return max(runs(src), runs(dst)), 0
 
 
 def _dma_phase(cmd: Command) -> Phase:
@@ -162,7 +201,7 @@ def _dma_phase(cmd: Command) -> Phase:
     direction = _DIRECTIONS[_global(src), _global(dst)]
     if cmd.header.opcode == isa.GDMA_GATHER:
         return _move(dst.nbytes + cmd.operands[1].nbytes, direction, "gather")
-    return _move(dst.nbytes, direction, "move")
+    return _move(dst.nbytes, direction, "move", *_strided(src, dst))
 
 
 def command_phases(cmd: Command) -> tuple[Phase, ...]:

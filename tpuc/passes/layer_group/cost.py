@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 from xdsl.ir import Operation
 
@@ -32,10 +33,10 @@ _GLOBAL_UNITS = {
     "tpu.LSTM": Unit.MATMUL,
     "tpu.GRU": Unit.MATMUL,
     "tpu.Reduce": Unit.POOL,
-    "tpu.Softmax": Unit.SFU,
-    "tpu.LayerNorm": Unit.SFU,
-    "tpu.InstanceNorm": Unit.SFU,
-    "tpu.GroupNorm": Unit.SFU,
+    "tpu.Softmax": Unit.NORM,
+    "tpu.LayerNorm": Unit.NORM,
+    "tpu.InstanceNorm": Unit.NORM,
+    "tpu.GroupNorm": Unit.NORM,
     "tpu.PowTensor": Unit.SFU,
     "tpu.Arg": Unit.SFU,
     "tpu.TopK": Unit.SFU,
@@ -47,8 +48,20 @@ def nbytes(value) -> int:
     return math.prod(shape_of(value) or ()) * ebytes(value)
 
 
-def move(nbytes_: int, direction: Direction, timing: Timing) -> int:
-    return cycles(Task(Unit.DMA, nbytes_, direction=direction), timing) if nbytes_ else 0
+def move(nbytes_: int, direction: Direction, timing: Timing, runs: int = 0) -> int:
+    task = Task(Unit.DMA, nbytes_, direction=direction, runs=runs)
+    return cycles(task, timing) if nbytes_ else 0
+
+
+def slice_runs(piece: Sequence[int], whole: Sequence[int]) -> int:
+    """Contiguous runs of a row-major slice `piece` of `whole`: the row
+    bursts its load or store is made of (tpuc.isa.units.runs)."""
+    run = 1
+    for part, full in zip(reversed(piece), reversed(whole), strict=False):
+        run *= part
+        if part != full:
+            break
+    return max(math.prod(piece) // max(run, 1), 1)
 
 
 def _global_task(op: Operation) -> Task:
@@ -116,12 +129,15 @@ def step_costs(graph: GroupGraph, slicing: Slicing, table: Table, timing: Timing
         tiu[table.op_ts[pos]] += local_cycles(op, slicing.op_shape(pos, op), ins, timing)
     moves: list[list[tuple[int, int, bool]]] = [[] for _ in range(table.count)]
     for t, m in table.moves():
+        runs = 0
         if m.held or m.value in graph.weight_set:
             size = nbytes(m.value)
         else:
-            size = math.prod(slicing.max_shape(m.value)) * ebytes(m.value)
+            piece = slicing.max_shape(m.value)
+            size = math.prod(piece) * ebytes(m.value)
+            runs = slice_runs(piece, dims(m.value))
         direction = Direction.DDR_TO_LMEM if m.kind == LOAD else Direction.LMEM_TO_DDR
-        moves[t].append((m.stage, move(size, direction, timing), m.held))
+        moves[t].append((m.stage, move(size, direction, timing, runs), m.held))
     return tiu, moves
 
 

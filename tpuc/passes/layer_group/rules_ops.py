@@ -103,8 +103,10 @@ class ConvRule(WindowRule):
     def task(self, op: Operation, out: Sequence[int], ins: Sequence[Sequence[int] | None]) -> Task:
         ic, oc, group = dims(op.operands[0])[1], dims(op.results[0])[1], attr(op, "group", 1)
         macs = math.prod(out) * (ic // max(group, 1)) * math.prod(attr(op, "kernel_shape"))
-        depthwise = group > 1 and group == ic == oc
-        return Task(Unit.POOL if depthwise else Unit.CONV, macs, ebytes(op.operands[0]))
+        if group > 1 and group == ic == oc:
+            return Task(Unit.DEPTHWISE, macs, ebytes(op.operands[0]))
+        inner = ic // max(group, 1)
+        return Task(Unit.CONV, macs, ebytes(op.operands[0]), channels=out[1], inner=inner)
 
 
 @local_rule(tpu.DeconvOp)
@@ -136,7 +138,8 @@ class PoolRule(WindowRule):
 
     def task(self, op: Operation, out: Sequence[int], ins: Sequence[Sequence[int] | None]) -> Task:
         work = math.prod(out) * math.prod(attr(op, "kernel_shape"))
-        return Task(Unit.POOL, work, max(ebytes(op.operands[0]), ebytes(op.results[0])))
+        unit = Unit.AVGPOOL if attr(op, "pool_mode", "Max") == "Avg" else Unit.POOL
+        return Task(unit, work, max(ebytes(op.operands[0]), ebytes(op.results[0])))
 
     def scratch_bytes(self, op: Operation, out: Sequence[int], layout: LocalLayout) -> int:
         avg = attr(op, "pool_mode", "Max") == "Avg"
@@ -209,6 +212,12 @@ class IntEltwiseRule(LocalRule):
 
     def scratch_bytes(self, op: Operation, out: Sequence[int], layout: LocalLayout) -> int:
         return layout.lane_bytes(out, 4) if int_kind(op) else 0
+
+    def task(self, op: Operation, out: Sequence[int], ins: Sequence[Sequence[int] | None]) -> Task:
+        task = super().task(op, out, ins)
+        if int_kind(op) and not isinstance(op, tpu.MulOp):  # inputs requantized, then added
+            return Task(Unit.RESCALE, task.work, task.element_bytes)
+        return task
 
 
 _ARITH = (
