@@ -145,15 +145,16 @@ def requant_of(block: isa.RequantBlock, out: TensorRecord, multipliers=None, rsh
 Kernel = Callable[..., object]
 
 
-def _half_avg(element) -> Kernel:
+def _half_avg(element, f32_pool: Kernel) -> Kernel:
     """F16/BF16 average pooling: the chip's global form where it applies
-    (`pooling.half_global_avg`), else float32 then rounding."""
+    (`pooling.half_global_avg`), else `f32_pool` (the chip's f32 pooling on
+    bm168x) then rounding."""
     rounder = half_rounder(element)
 
     def run(p, x):
         if pooling.half_global_applies(p, x):
             return pooling.half_global_avg(p, x, rounder)
-        return rounder(pooling.avg_pool(p, x))
+        return rounder(f32_pool(p, x))
 
     return run
 
@@ -346,7 +347,7 @@ class EngineStep(Step):
                 kernel = chip_kernel(self.family, pooling.avg_pool)
             element = element_of(self.command.results[0])
             if b.mode == isa.POOL_AVG and element.dtype in ("f16", "bf16"):
-                return record, _half_avg(element), (0,)
+                return record, _half_avg(element, kernel), (0,)
             return record, self._rounded(kernel), (0,)
         record = sums.Pool(
             b.kernel,

@@ -86,7 +86,8 @@ def by_mode(op, table: dict[str, type], key: str) -> Kernel:
 @tpu_kernel(tpu.Pool2DOp, kinds=("float",))
 def pool2d(op, args: list[Array]) -> Array:
     """TOP's pooling, rounded; an F16/BF16 global average as the chip
-    computes it (`pooling.half_global_avg`)."""
+    computes it (`pooling.half_global_avg`), other averages as the chip's f32
+    pooling (`chip_float.avg_pool` on bm168x), rounded once."""
     element = result_elements(op)[0]
     if op.value("pool_mode") == "Avg" and element.dtype in ("f16", "bf16"):
         from tpuc.interp.kernels.pool import pooling_record
@@ -95,8 +96,8 @@ def pool2d(op, args: list[Array]) -> Array:
         record = pooling_record(op)
         if pooling.half_global_applies(record, args[0]):
             return pooling.half_global_avg(record, args[0], rounding.half_rounder(element))
-    if op.value("pool_mode") == "Avg" and element.dtype == "f32":
-        return CHIP_AVG_POOL(op, args)
+    if op.value("pool_mode") == "Avg" and element.dtype in ("f32", "f16", "bf16"):
+        return CHIP_AVG_POOL(op, args)  # a half one: in f32 between casts, as the chip
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
