@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_tflite_bad_inputs import fails
 from tflite_builder import INT32, Op, T, build
 
 pytest.importorskip("ai_edge_litert")
@@ -215,21 +216,6 @@ def test_batch_stored_as_minus_one_is_one_unless_given(shape, rows, tmp_path):
     mlir = (tmp_path / "m.mlir").read_text()
     assert f"tensor<{rows}x4x4x3xf32>" in mlir and f"tensor<{rows}x5xf32>" in mlir
     assert "-1x" not in mlir
-
-
-def fails(tmp_path, capsys, data: bytes, *needles: str) -> str:
-    path = tmp_path / "m.tflite"
-    path.write_bytes(data)
-    argv = ["--model_name", "m", "--model_def", str(path), "--mlir", str(tmp_path / "m.mlir")]
-    with pytest.raises(SystemExit) as exc:
-        model_transform.main(argv)
-    assert exc.value.code == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
-    for needle in needles:
-        assert needle in err, err
-    assert not (tmp_path / "m.mlir").exists()
-    return err
 
 
 def test_shape_computation_on_data_is_named(tmp_path, capsys):
