@@ -39,11 +39,10 @@ class Calibration:
         self.source = source
         self.warn = warn
         self.specs = input_specs(module)
-        # The numpy path: tune's argmin over candidate thresholds flips on
-        # float32 rounding (ppocr_det: thresholds jump a grid step, INT8
-        # output cosine 0.953 -> 0.941), and observing every tensor
-        # natively costs 135-250 MB more peak memory. Tables stay the same bytes.
-        self.interp = TopInterpreter(module, native=False)
+        # The native (onnxruntime) path, lean so that observing every tensor
+        # costs no more memory than the numpy path; tune's near-tie rule
+        # keeps the tables off float32 rounding (see tune.pick).
+        self.interp = TopInterpreter(module, lean=True)
         self.timings: dict[str, float] = {}  # seconds per stage of the last run
 
     @classmethod
