@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FLAGS = ["--input_num", "20", "--tune_num", "5", "--cali_method", "kl"]
 
 
-def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict, log: Path, cwd: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one command, by /usr/bin/time."""
     stamp = log.with_suffix(".time")
     with log.open("w") as out:
         subprocess.run(
             ["/usr/bin/time", "-f", "%e %M", "-o", str(stamp), *cmd],
-            env=env, stdout=out, stderr=subprocess.STDOUT, check=True,
+            env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=True,
         )  # fmt: skip
     wall, kb = stamp.read_text().split()[-2:]
     return float(wall), int(kb) / 1024
@@ -80,24 +80,27 @@ def one_round(model, mlirs, cali, args, work: Path, r: int) -> dict[str, tuple[f
     out = work / model
     runs = {
         "tpu-mlir": (
-            ["run_calibration", str(theirs), "--dataset", str(cali), *FLAGS,
+            ["run_calibration", theirs.name, "--dataset", str(cali), *FLAGS,
              "-o", str(out / f"tpumlir_table_{r}")],
             tpumlir_env(args.venv),
+            theirs.parent,  # its .mlir names the weight file relative to the cwd
         ),
         "before": (
             [sys.executable, "-m", "tpuc.tools.run_calibration", str(ours),
              "--dataset", str(cali), *FLAGS, "-o", str(out / f"before_table_{r}")],
             tpuc_env(args.before),
+            out,
         ),
         "after": (
             [sys.executable, "-m", "tpuc.tools.run_calibration", str(ours),
              "--dataset", str(cali), *FLAGS, "-o", str(out / f"after_table_{r}")],
             tpuc_env(ROOT),
+            out,
         ),
     }  # fmt: skip
     result = {}
-    for name, (cmd, env) in runs.items():
-        result[name] = timed(cmd, env, out / f"{name}_{r}.log")
+    for name, (cmd, env, cwd) in runs.items():
+        result[name] = timed(cmd, env, out / f"{name}_{r}.log", cwd)
         wall, peak = result[name]
         load = os.getloadavg()[0]
         print(f"{model} round {r} {name:8s}: {wall:7.1f} s, {peak:6.0f} MB (load {load:.1f})")
