@@ -66,6 +66,30 @@ def test_tuner_applies_the_rule_per_reader_and_keeps_the_largest():
     assert tuner.thresholds() == {"t": 3.0, "u": 2.0}
 
 
+def test_tune_keeps_weights_as_int8_with_the_same_floats_back():
+    """Tune holds (int8, scale) instead of fake-quantized floats: the floats it
+    rebuilds are fake_quant_per_channel's, bit for bit."""
+    from tpuc.numerics import fake_quant_per_channel, quant_per_channel
+
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((16, 8, 3, 3)) * rng.uniform(0.01, 3, (16, 1, 1, 1))).astype(
+        np.float32
+    )
+    w[3] = 0.0  # an all-zero channel
+    for axis in (0, None):
+        q, scale = quant_per_channel(w, axis)
+        assert q.dtype == np.int8 and np.abs(q).max() == 127
+        rebuilt = (q * scale).astype(np.float32)
+        np.testing.assert_array_equal(rebuilt, fake_quant_per_channel(w, axis))
+        # by hand: scale = abs-max / 127 per channel (1 for a zero channel),
+        # round half away from zero, in float32 as the chip's lowering does
+        absmax = np.abs(w).max(axis=(1, 2, 3), keepdims=True) if axis == 0 else np.abs(w).max()
+        step = np.where(absmax > 0, absmax / np.float32(127), 1).astype(np.float32)
+        v = (w / step).astype(np.float64)
+        hand = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127)
+        np.testing.assert_array_equal(q, hand.astype(np.int8))
+
+
 # --- observers see operands, not results written over them -----------------------
 
 
