@@ -136,7 +136,7 @@ def ort_tensors(proto: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
 def test_observer_sees_each_operand_as_onnxruntime_computes_it(native):
     proto = residual_model()
     module, weights = convert_onnx("residual.onnx", "residual", model=proto)
-    interp = TopInterpreter(module, native=native, lean=True)
+    interp = TopInterpreter(module, native=native)
     x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
     ref = ort_tensors(proto, x)
     seen: dict[str, np.ndarray] = {}
@@ -197,19 +197,22 @@ def test_tables_are_the_same_bytes_at_1_2_and_4_threads(calibration_case, tmp_pa
     assert tables[1] == tables[2] == tables[4]
 
 
-def test_native_and_numpy_paths_give_the_same_table(calibration_case, tmp_path):
+def test_native_and_numpy_paths_give_the_same_table(calibration_case):
     """onnxruntime and numpy kernels differ in float32 rounding only: every
     number within 1e-6 relative (a tune pick that differed would move a
     threshold by a grid step, far more)."""
-    from tpuc.cali_table import read_table
+    from tpuc.calibration.calibrate import Calibration
 
-    table_with(calibration_case, tmp_path / "native", TPUC_NATIVE="1")
-    table_with(calibration_case, tmp_path / "numpy", TPUC_NATIVE="0")
-    native = read_table(tmp_path / "native").entries
-    numpy_path = read_table(tmp_path / "numpy").entries
-    assert native.keys() == numpy_path.keys()
-    for name, entry in native.items():
-        other = numpy_path[name]
+    mlir, data = calibration_case
+    tables = {}
+    for native in (False, True):
+        cal = Calibration.open(mlir, pytest.fail)
+        cal.interp = TopInterpreter(cal.module, native=native)
+        samples = cal.samples(str(data), None, 0)
+        tables[native] = cal.run(samples, samples[:2], "kl")
+    assert tables[False].keys() == tables[True].keys()
+    for name, entry in tables[True].items():
+        other = tables[False][name]
         for field in ("threshold", "min", "max"):
             got, want = getattr(entry, field), getattr(other, field)
             assert got == pytest.approx(want, rel=1e-6, abs=1e-7), (name, field)

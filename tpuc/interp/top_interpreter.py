@@ -119,25 +119,14 @@ class TopInterpreter:
     `threads`: None uses as many kernel threads as BLAS has, BLAS pinned to
     one (the same float sums on any load: see `executor`); executor.AUTO
     picks, run by run, whichever of that and BLAS threading has been faster;
-    0 always lets BLAS thread; N >= 1 uses N kernel threads.
-
-    `native` (None: $TPUC_NATIVE, on by default) runs exportable ops as
-    onnxruntime sessions; `lean` bounds what those sessions add to peak
-    memory (calibration), see `NativeRuns`."""
+    0 always lets BLAS thread; N >= 1 uses N kernel threads."""
 
     title = "TOP interpreter"  # the progress bar's label
     native_default = True  # run exportable ops through onnxruntime (see `native`)
 
-    def __init__(
-        self,
-        module: ModuleOp,
-        threads: int | None = None,
-        native: bool | None = None,
-        lean: bool = False,
-    ):
+    def __init__(self, module: ModuleOp, threads: int | None = None, native: bool | None = None):
         self.executor = Executor(threads)
         self.native = native_wanted(self.native_default) if native is None else native
-        self.lean = lean  # native runs bounded for memory (see NativeRuns)
         self._native: Any = None  # NativeRuns of the last weights
         body = main_function(module).body.block
         self.ops: list[Operation] = body_ops(body)
@@ -241,9 +230,7 @@ class TopInterpreter:
         from tpuc.interp.native.segments import NativeRuns
 
         if self._native is None or not self._native.valid_for(weights):
-            self._native = NativeRuns(
-                self.steps, weights, set(self.returned), self.last_use, self.lean
-            )
+            self._native = NativeRuns(self.steps, weights, set(self.returned), self.last_use)
         return self._native
 
     def _native_step(self, native, i: int, step: Step, env, pending, every: bool) -> list | None:

@@ -28,10 +28,6 @@ from tpuc.ir import tensor_names
 MAX_RUN_BYTES = 256 << 20
 """A run's results together stay under this (when the steps allow)."""
 
-LEAN_RUN_BYTES = 16 << 20
-"""The cut for lean runs (calibration, which observes every tensor of every
-sample): what a run's results hold beyond the numpy path's live tensors."""
-
 
 @dataclass
 class Run:
@@ -54,23 +50,10 @@ class Run:
 
 class NativeRuns:
     """The runs of one interpreter's steps for one set of weights, and
-    their sessions (made on first use, per thread count and output set).
+    their sessions (made on first use, per thread count and output set)."""
 
-    `lean` trades a little speed for memory: runs are cut at LEAN_RUN_BYTES
-    and sessions keep to onnxruntime's basic graph optimizations, whose
-    kernels read the handed weights where they are (the extended ones copy
-    every convolution's weights into a blocked layout: resnet50 +110 MB)."""
-
-    def __init__(
-        self,
-        steps: Sequence,
-        weights: Mapping[str, np.ndarray],
-        returned,
-        last_use,
-        lean: bool = False,
-    ):
+    def __init__(self, steps: Sequence, weights: Mapping[str, np.ndarray], returned, last_use):
         self.profile: str | None = None  # a file prefix: sessions made after this profile
-        self.lean = lean
         self.names: dict[SSAValue, str] = {}
         self.weights = weights
         self.weight_ids: dict[str, np.ndarray] = {}
@@ -78,8 +61,7 @@ class NativeRuns:
         self.covered: set[int] = set()
         self.failures: list[str] = []  # runs left to numpy: why
         exported = [self._export(step) for step in steps]
-        limit = LEAN_RUN_BYTES if lean else MAX_RUN_BYTES
-        for run in self._group(steps, exported, limit):
+        for run in self._group(steps, exported):
             self._close(run, steps, exported, returned, last_use)
 
     # --- partition -------------------------------------------------------------------
@@ -135,9 +117,9 @@ class NativeRuns:
         return g.nodes, g.initializers, weights
 
     @staticmethod
-    def _group(steps, exported, limit: int) -> list[Run]:
+    def _group(steps, exported) -> list[Run]:
         """Maximal runs of exported steps (weights inside are skipped over),
-        cut where their result bytes pass `limit`."""
+        cut where their result bytes pass MAX_RUN_BYTES."""
         runs: list[Run] = []
         current: Run | None = None
         size = 0
@@ -147,7 +129,7 @@ class NativeRuns:
                     current = None  # a run reads inputs computed before it
                 continue
             nbytes = sum(4 * math.prod(s) for s in step.shapes)
-            if current is None or (size + nbytes > limit and current.steps):
+            if current is None or (size + nbytes > MAX_RUN_BYTES and current.steps):
                 current, size = Run([]), 0
                 runs.append(current)
             current.steps.append(i)
@@ -225,8 +207,6 @@ class NativeRuns:
         # with every tensor observed, 60 MB less at the same speed
         options.enable_cpu_mem_arena = False
         options.enable_mem_pattern = False
-        if self.lean:
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         if self.profile:
             options.enable_profiling = True
             options.profile_file_prefix = self.profile
