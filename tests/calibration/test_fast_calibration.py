@@ -156,6 +156,26 @@ def test_observer_sees_each_operand_as_onnxruntime_computes_it(native):
         np.testing.assert_allclose(array, ref[operand], rtol=1e-5, atol=1e-5, err_msg=key)
 
 
+def test_an_observer_of_results_only_gets_no_operands():
+    """Statistics read results only: they let kernels reuse dying operands'
+    memory (a plain run's peak) and see the same results."""
+    proto = residual_model()
+    module, weights = convert_onnx("residual.onnx", "residual", model=proto)
+    interp = TopInterpreter(module, native=False)
+    x = np.random.default_rng(6).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    ref = ort_tensors(proto, x)
+    seen = []
+
+    def observe(step, args, results):
+        assert args == []
+        seen.extend(step.names)
+        for name, array in zip(step.names, results, strict=True):
+            np.testing.assert_allclose(array, ref[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+    interp.run(weights, {"x": x}, observe=observe, operands=False)
+    assert {"s", "y", "m", "out"} <= set(seen)
+
+
 # --- the same table at any thread count and on either path ------------------------
 
 
