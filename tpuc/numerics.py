@@ -45,6 +45,13 @@ def fake_quant(x: np.ndarray, threshold: float, qmin: int = INT8_MIN, qmax: int 
 def fake_quant_per_channel(w: np.ndarray, axis: int | None) -> np.ndarray:
     """Weights quantized symmetrically to [-127, 127] per slice along `axis`
     (per tensor when None), each slice by its own abs-max, and back."""
+    q, scale = quant_per_channel(w, axis)
+    return (q * scale).astype(np.float32)
+
+
+def quant_per_channel(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """`fake_quant_per_channel`'s int8 values and float32 scales (broadcastable
+    to `w`): a quarter of the float copy's memory, the same floats back."""
     w = np.asarray(w, np.float32)
     if axis is None:
         absmax = np.abs(w).max(initial=0.0)
@@ -54,7 +61,7 @@ def fake_quant_per_channel(w: np.ndarray, axis: int | None) -> np.ndarray:
         absmax = np.abs(w).max(axis=others, keepdims=True, initial=0.0)
     scale = np.where(absmax > 0, absmax / INT8_MAX, 1.0).astype(np.float32)
     q = np.clip(round_half_away(w / scale), -INT8_MAX, INT8_MAX)
-    return (q * scale).astype(np.float32)
+    return q.astype(np.int8), scale
 
 
 # --- fixed-point requantization (gemmlowp / TFLite forms) -----------------------------

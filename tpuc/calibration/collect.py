@@ -128,12 +128,12 @@ def collect(
     """Statistics of every tensor over `samples` (each loaded by `load`)."""
     collector = StatsCollector(tensor_order(interp), bins, moments)
     for index in progress(samples, "statistics"):
-        interp.run(weights, load(index), observe=collector.observe_range)
+        interp.run(weights, load(index), observe=collector.observe_range, operands=False)
     check_finite(collector.stats.values(), len(samples))
     if histogram or moments:
         collector.start_histograms()
         for index in progress(samples, "histograms"):
-            interp.run(weights, load(index), observe=collector.observe_histogram)
+            interp.run(weights, load(index), observe=collector.observe_histogram, operands=False)
     for stats in collector.stats.values():
         report_odd(stats, len(samples), warn)
     return collector.stats

@@ -10,6 +10,13 @@ is scored by the distance of the op's output from the float output,
 best candidate; a tensor read by several ops keeps the largest of their
 choices (a smaller one would clip what another reader needs).
 
+Candidate distances often nearly tie (a grid step changes the distance in
+its sixth digit), so a bare argmin would follow float32 rounding: the
+machine's BLAS, the thread count, onnxruntime or numpy kernels. `pick`
+therefore moves a threshold only when the best distance beats the current
+threshold's by more than NEAR_TIE (relative), and then takes the smallest
+candidate within NEAR_TIE of the best.
+
 The candidates run inside the float interpreter's pass (its `observe` hook),
 while the op's inputs and output are alive, so tuning keeps no activations.
 """
@@ -27,7 +34,15 @@ from tpuc.dialects import top
 from tpuc.dialects.traits import IndexOperands, Untuned, WeightAxes
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import Step, TopInterpreter, activation_name
-from tpuc.numerics import fake_quant, fake_quant_per_channel
+from tpuc.numerics import fake_quant, quant_per_channel
+
+NEAR_TIE = 1e-3
+"""Distances closer than this, relative to the current threshold's, tie.
+Float32 rounding (numpy against onnxruntime kernels) moves ppocr_det's
+distances by 2e-7 (median of 159 (op, operand) pairs); a gain under 0.1 %
+of one op's distance is not worth a table that depends on the machine.
+(1e-2 would also absorb a global pool's few outputs, which move up to 1e-2,
+but lowers smallcnn's INT8 cosine from 0.99996 to 0.99990.)"""
 
 
 def _weight_axes(op) -> dict[int, int | None]:
@@ -63,7 +78,10 @@ class Tuner:
         steps: int = 10,
     ):
         self.index = {step.op: i for i, step in enumerate(interp.steps)}
-        self.fake_weights: dict[int, dict[int, np.ndarray]] = {}  # filled on first use
+        self.arena = interp.executor.arena  # where the kernels' outputs come from
+        # int8 and scales, filled on first use: a float copy of every weight
+        # would cost as much memory as the native path's sessions
+        self.fake_weights: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.candidates: dict[int, list[Candidate]] = {}
         for i, step in enumerate(interp.steps):
             tuned = self._candidates(i, step, thresholds, absmax, steps)
@@ -100,48 +118,78 @@ class Tuner:
         base = list(args)
         if i not in self.fake_weights:
             self.fake_weights[i] = _fake_weights(step, args)
-        for j, fake in self.fake_weights[i].items():
-            base[j] = fake
+        for j, (q, scale) in self.fake_weights[i].items():
+            base[j] = (q * scale).astype(np.float32)  # fake_quant_per_channel's floats
         reference = [r for r in results if r is not None]
+        scale = None  # ‖ref‖₁: the same for every candidate
         for cand in tuned:
             trial = list(base)
             for k, threshold in enumerate(cand.thresholds):
                 trial[cand.operand] = fake_quant(args[cand.operand], float(threshold))
-                out = kernel(step.op, trial)
-                cand.distance[k] += _distance(reference, out)
+                outs = _listed(kernel(step.op, trial))
+                trial[cand.operand] = None  # freed before the distance's temporary
+                if scale is None:
+                    scale = _scale(reference, outs)
+                cand.distance[k] += _distance(reference, outs, scale)
+                # back to the arena now, not at the step's end: otherwise the
+                # 11 candidates' outputs all stay lent (ppocr_det: +300 MB)
+                del outs
+                self.arena.collect()
 
     def thresholds(self) -> dict[str, float]:
         """Each tuned tensor's new threshold: the largest of its readers'
-        best candidates (ties go to the smaller threshold)."""
+        picks (see `pick`)."""
         chosen: dict[str, float] = {}
         for tuned in self.candidates.values():
             for cand in tuned:
-                best = float(cand.thresholds[int(np.argmin(cand.distance))])
+                best = float(cand.thresholds[pick(cand.distance)])
                 chosen[cand.tensor] = max(chosen.get(cand.tensor, 0.0), best)
         return chosen
 
 
-def _fake_weights(step: Step, args: list) -> dict[int, np.ndarray]:
-    """The op's weight operands (as the interpreter passed them) fake-quantized,
-    by operand index."""
+def pick(distance: np.ndarray, tolerance: float = NEAR_TIE) -> int:
+    """The chosen candidate's index: 0 (the current threshold) unless some
+    distance is lower than distance[0] by more than `tolerance` x distance[0];
+    then the first (smallest threshold) within that margin of the lowest."""
+    margin = tolerance * float(distance[0])
+    lowest = float(distance.min())
+    if not lowest < float(distance[0]) - margin:
+        return 0
+    return int(np.flatnonzero(distance <= lowest + margin)[0])
+
+
+def _fake_weights(step: Step, args: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The op's weight operands (as the interpreter passed them) quantized,
+    as int8 values and scales by operand index."""
     return {
-        j: fake_quant_per_channel(args[j], axis)
+        j: quant_per_channel(args[j], axis)
         for j, axis in _weight_axes(step.op).items()
         if j < len(args) and isinstance(step.operands[j].owner, top.WeightOp)
     }
 
 
-def _distance(reference: list[np.ndarray], out) -> float:
-    outs = list(out) if isinstance(out, tuple) else [out]
+def _listed(out) -> list:
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _scale(reference: list[np.ndarray], outs: list) -> float:
+    """‖ref‖₁ over the outputs the kernel gives: the distance's denominator."""
+    return sum(
+        float(np.abs(ref).sum(dtype=np.float64))
+        for ref, got in zip(reference, outs, strict=False)
+        if got is not None
+    )
+
+
+def _distance(reference: list[np.ndarray], outs: list, scale: float) -> float:
+    """‖ref − out‖₂ / ‖ref‖₁ (`scale`)."""
     num = 0.0
-    den = 0.0
     for ref, got in zip(reference, outs, strict=False):
         if got is None:
             continue
         diff = (np.asarray(ref, np.float32) - np.asarray(got, np.float32)).reshape(-1)
         num += float(diff @ diff)
-        den += float(np.abs(ref).sum(dtype=np.float64))
-    return float(np.sqrt(num) / den) if den > 0 else float(np.sqrt(num))
+    return float(np.sqrt(num) / scale) if scale > 0 else float(np.sqrt(num))
 
 
 def tune(

@@ -161,6 +161,7 @@ class TopInterpreter:
         dump_all: bool = False,
         progress: bool = False,
         observe: Observer | None = None,
+        operands: bool = True,
         given: Mapping[str, np.ndarray] | None = None,
         reuse: Collection[int] = (),
     ) -> dict[str, np.ndarray]:
@@ -169,7 +170,9 @@ class TopInterpreter:
         `observe(step, args, results)` is called after each op other than
         Weight and None (Input included), while its operands and results are
         still alive: calibration streams statistics through it instead of
-        keeping every tensor. It must not write into the arrays.
+        keeping every tensor. It must not write into the arrays. With
+        `operands` False it gets no operands (an empty list), and kernels may
+        write their results over operands that die there, as in a plain run.
 
         Steps whose index is in `reuse` are not computed: their results are
         taken, by tensor name, from `given` (a dump_all of an earlier run),
@@ -177,13 +180,15 @@ class TopInterpreter:
         # inf/nan propagate silently, as in onnxruntime
         with np.errstate(all="ignore"), self.executor.active():
             try:
-                return self._run(weights, inputs, dump_all, progress, observe, given, reuse)
+                watch = (observe, operands)
+                return self._run(weights, inputs, dump_all, progress, watch, given, reuse)
             finally:
                 self.executor.arena.finish()
 
     def _run(
-        self, weights, inputs, dump_all: bool, progress: bool, observe, given, reuse
+        self, weights, inputs, dump_all: bool, progress: bool, watch, given, reuse
     ) -> dict[str, np.ndarray]:
+        observe, operands = watch
         env: dict[SSAValue, Any] = {}
         native = self._native_runs(weights) if not reuse else None
         every = dump_all or observe is not None
@@ -192,9 +197,13 @@ class TopInterpreter:
         arena = self.executor.arena
         concats: dict[int, np.ndarray] = {}  # Concat results that parts were placed in
         in_place = not dump_all and not reuse  # given parts are not in a Concat's buffer
+        # an observer reads each op's operands next to its results: no kernel
+        # may write its result over an operand that dies there
+        donate = in_place and (observe is None or not operands)
         for i, step in enumerate(_progress(self.steps, progress, self.title)):
             if in_place:
                 arena.place(self._place(i, step, concats))
+            if donate:
                 arena.pick_donors(env, self.donors[i])
             results = None
             if native is not None and i in native.covered:  # None: its run was dropped
@@ -208,7 +217,8 @@ class TopInterpreter:
             arena.pick_donors(env, ())
             env.update(zip(step.results, results, strict=True))
             if observe is not None and not isinstance(step.op, top.WeightOp | top.NoneOp):
-                observe(step, [] if step.leaf else [env[v] for v in step.operands], results)
+                args = [env[v] for v in step.operands] if operands and not step.leaf else []
+                observe(step, args, results)
             if dump_all:
                 if not isinstance(step.op, top.WeightOp | top.NoneOp):
                     dumped.update(zip(step.names, results, strict=True))
