@@ -39,9 +39,10 @@ EXACT_CHUNK = 1 << 21  # products per slice of the exact recomputation
 
 def applies(chip: str) -> bool:
     """Whether `chip` computes half convolutions this way (the bm168x family)."""
-    from tpuc.chips import get_chip
+    from tpuc.chips import CHIPS
 
-    return chip != "ALL" and get_chip(chip).family == "bm168x"
+    known = CHIPS.get(str(chip).lower())  # a test device's made-up chip: the library's
+    return known is not None and known.family == "bm168x"
 
 
 @dataclass(frozen=True)
