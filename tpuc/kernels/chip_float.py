@@ -16,12 +16,14 @@ code, and checked on millions of values in the vendor runtime:
 - a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
   Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
   with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
+- sigmoid(x): 1 / (exp(−x) + 1), the chip's exp and divide (`arith.div`).
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
   then the two added (no flush to zero there).
 
-On these: `softmax`, `lrn`, `layer_norm` and `avg_pool`, the vendor's f32
-kernels for those ops (the reduction layouts as the backend lays them out).
+On these: `softmax`, `lrn`, `layer_norm`, `avg_pool` and `unary` (the
+activations in CHIP_UNARY), the vendor's f32 kernels for those ops (the
+reduction layouts as the backend lays them out).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -33,7 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import norm, pooling
+from tpuc.kernels import activation, norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -104,6 +106,13 @@ def divide(a: Array, b: Array, steps: int = NEWTON_STEPS) -> Array:
     magnitude = (a.view(np.uint32) & np.uint32(0x7FFFFFFF)) | sign
     y = rsqrt((b.view(np.uint32) & np.uint32(0x7FFFFFFF)).view(F), steps)
     return ftz((y * y) * magnitude.view(F))
+
+
+def sigmoid(x: Array) -> Array:
+    """The vendor's f32 sigmoid (`backend_api_active_global`, SIGMOID):
+    1 / (exp(−x) + 1) by the chip's exp and divide."""
+    x = np.asarray(x, F)
+    return divide(np.ones_like(x), exp(-x) + F(1))
 
 
 def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
@@ -232,6 +241,23 @@ def _axis_counts(g) -> list[Array]:
     return counts
 
 
+CHIP_UNARY: dict[str, Callable[[activation.Unary, Array], Array]] = {
+    "Sigmoid": lambda p, x: sigmoid(x),
+}
+"""`Unary` kinds the chip computes its own way (with default parameters)."""
+
+
+def unary(p: activation.Unary, x: Array, *rest: Array | None) -> Array:
+    """The chip's form of the activation `p` (CHIP_UNARY), else the kernel
+    library's; a scaled, biased or log form keeps the library's (the native
+    target lowers those otherwise or not at all)."""
+    own = CHIP_UNARY.get(p.kind)
+    plain = p.alpha in (None, 1.0) and p.beta in (None, 0.0) and not p.option
+    if own is None or not plain:
+        return activation.unary(p, x, *rest)
+    return own(p, np.asarray(x, F))
+
+
 def ieee(fn: Callable) -> Callable:
     """`fn` with f32 overflow to ±inf as the chip's IEEE units give it: the
     algorithms above rely on it (a clamped exp's Taylor sum saturates), so it
@@ -251,6 +277,7 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         norm.lrn: ieee(lrn),
         norm.layer_norm: ieee(layer_norm),
         pooling.avg_pool: ieee(avg_pool),
+        activation.unary: ieee(unary),
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

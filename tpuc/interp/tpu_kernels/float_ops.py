@@ -4,8 +4,8 @@ A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
 carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
-bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm and
-f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
+bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
+sigmoid and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
 the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
 on the results' `Element`s, built once per op); the TOP float kernels are
 still called with the op.
@@ -118,7 +118,8 @@ def chip_family(op) -> str | None:
 
 def chip_own(top_class: type) -> Kernel:
     """TOP's kernel of `top_class`, or the chip family's own form of it
-    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm on bm168x), rounded."""
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid on bm168x),
+    rounded."""
     build, run = LIBRARY[top_class]
 
     def kernel_(op, args: list[Array]) -> KernelResult:
@@ -133,6 +134,7 @@ for _tpu_class, _top_class in (
     (tpu.SoftmaxOp, top.SoftmaxOp),
     (tpu.LRNOp, top.LRNOp),
     (tpu.LayerNormOp, top.LayerNormOp),
+    (tpu.SigmoidOp, top.SigmoidOp),
 ):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
 
