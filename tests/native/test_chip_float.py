@@ -1,6 +1,6 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
 computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
-LayerNorm, average pooling and Sigmoid against the vendor runtime on crafted inputs
+LayerNorm, average pooling, Sigmoid and Tanh against the vendor runtime on crafted inputs
 (their pieces: tests/kernels/test_chip_float_pieces.py)."""
 
 from __future__ import annotations
@@ -114,13 +114,18 @@ def activation_inputs(n: int = 1 << 17) -> np.ndarray:
     return x.reshape(1, -1)
 
 
-def test_f32_sigmoid_bit_exact(tmp_path):
-    """The vendor's SIGMOID active (what ppocr's BF16 Sigmoid runs between
-    casts): 1 / (exp(−x) + 1) by the chip's exp and Newton divide."""
+ACTIVATIONS = {"Sigmoid": "tpu.Sigmoid", "Tanh": "tpu.Active"}
+
+
+@pytest.mark.parametrize("op", ACTIVATIONS)
+def test_f32_activation_bit_exact(tmp_path, op):
+    """The vendor's SIGMOID and TANH actives (ppocr's BF16 Sigmoid runs in
+    f32 between casts): 1 / (exp(−x) + 1), 1 − 2 / (exp(min(2x, 100)) + 1)
+    by the chip's exp and Newton divide."""
     x = activation_inputs()
-    nodes = [node("Sigmoid", ["a"], ["y"])]
+    nodes = [node(op, ["a"], ["y"])]
     got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": x.shape}, "F32")
-    assert "tpu.Sigmoid" in kinds
+    assert ACTIVATIONS[op] in kinds
     same = got["y"].reshape(x.shape).view(np.uint32) == expected["y"].view(np.uint32)
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 

@@ -16,7 +16,8 @@ code, and checked on millions of values in the vendor runtime:
 - a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
   Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
   with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
-- sigmoid(x): 1 / (exp(−x) + 1), the chip's exp and divide (`arith.div`).
+- sigmoid(x): 1 / (exp(−x) + 1); tanh(x): 1 − 2 / (exp(min(x + x, 100)) + 1),
+  by the chip's exp and divide (`arith.div`).
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
   then the two added (no flush to zero there).
@@ -48,6 +49,7 @@ EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k 
 LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  # log(1+t)
 LOG_SPLIT = 0x2AAAAB  # mantissa bits above which log's argument is halved (cmodel microop_normal)
 NEWTON_STEPS = 3  # `arith.div` with iter = 3
+TANH_MAX = 100.0  # tanh clamps 2x to this before its exp
 RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
 COLUMNS = 16  # f32 lanes of a row: the first-stage width of the backend's sums
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
@@ -113,6 +115,12 @@ def sigmoid(x: Array) -> Array:
     1 / (exp(−x) + 1) by the chip's exp and divide."""
     x = np.asarray(x, F)
     return divide(np.ones_like(x), exp(-x) + F(1))
+
+
+def tanh(x: Array) -> Array:
+    """The vendor's f32 tanh (TANH active): 1 − 2 / (exp(min(x + x, 100)) + 1)."""
+    x = np.asarray(x, F)
+    return F(1) - divide(np.full_like(x, 2), exp(np.minimum(x + x, F(TANH_MAX))) + F(1))
 
 
 def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
@@ -243,6 +251,7 @@ def _axis_counts(g) -> list[Array]:
 
 CHIP_UNARY: dict[str, Callable[[activation.Unary, Array], Array]] = {
     "Sigmoid": lambda p, x: sigmoid(x),
+    "Tanh": lambda p, x: tanh(x),
 }
 """`Unary` kinds the chip computes its own way (with default parameters)."""
 

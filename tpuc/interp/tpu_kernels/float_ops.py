@@ -5,7 +5,7 @@ carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
 bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
-sigmoid and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
+sigmoid, tanh and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
 the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
 on the results' `Element`s, built once per op); the TOP float kernels are
 still called with the op.
@@ -101,11 +101,6 @@ def pool2d(op, args: list[Array]) -> Array:
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
-@tpu_kernel(tpu.ActiveOp, kinds=("float",))
-def active(op, args: list[Array]) -> Array:
-    return round_results(op, by_mode(op, tpu.ACTIVE_MODES, "mode")(op, args))
-
-
 def chip_family(op) -> str | None:
     """The family of the module's chip (None: no chip recorded), once per op."""
 
@@ -118,7 +113,7 @@ def chip_family(op) -> str | None:
 
 def chip_own(top_class: type) -> Kernel:
     """TOP's kernel of `top_class`, or the chip family's own form of it
-    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid on bm168x),
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid, tanh on bm168x),
     rounded."""
     build, run = LIBRARY[top_class]
 
@@ -139,3 +134,13 @@ for _tpu_class, _top_class in (
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
 
 CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)
+ACTIVE_KERNELS = {mode: chip_own(cls) for mode, cls in tpu.ACTIVE_MODES.items()}
+"""tpu.Active `mode` -> its TOP kernel, or the chip's own (tanh on bm168x)."""
+
+
+@tpu_kernel(tpu.ActiveOp, kinds=("float",))
+def active(op, args: list[Array]) -> KernelResult:
+    mode = op.value("mode")
+    if mode not in ACTIVE_KERNELS:
+        by_mode(op, tpu.ACTIVE_MODES, "mode")  # the error naming the op
+    return ACTIVE_KERNELS[mode](op, args)
