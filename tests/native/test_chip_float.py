@@ -1,6 +1,6 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
 computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
-LayerNorm, average pooling, Sigmoid and Tanh against the vendor runtime on crafted inputs
+LayerNorm, average pooling, Sigmoid, Tanh and GELU against the vendor runtime on crafted inputs
 (their pieces: tests/kernels/test_chip_float_pieces.py)."""
 
 from __future__ import annotations
@@ -114,18 +114,26 @@ def activation_inputs(n: int = 1 << 17) -> np.ndarray:
     return x.reshape(1, -1)
 
 
-ACTIVATIONS = {"Sigmoid": "tpu.Sigmoid", "Tanh": "tpu.Active"}
+ACTIVATIONS = {
+    "sigmoid": ("Sigmoid", {}, "tpu.Sigmoid"),
+    "tanh": ("Tanh", {}, "tpu.Active"),
+    "gelu": ("Gelu", {}, "tpu.GELU"),
+    "gelu-tanh": ("Gelu", {"approximate": "tanh"}, "tpu.GELU"),
+}
 
 
-@pytest.mark.parametrize("op", ACTIVATIONS)
-def test_f32_activation_bit_exact(tmp_path, op):
-    """The vendor's SIGMOID and TANH actives (ppocr's BF16 Sigmoid runs in
-    f32 between casts): 1 / (exp(−x) + 1), 1 − 2 / (exp(min(2x, 100)) + 1)
-    by the chip's exp and Newton divide."""
+@pytest.mark.parametrize("case", ACTIVATIONS)
+def test_f32_activation_bit_exact(tmp_path, case):
+    """The vendor's SIGMOID, TANH, GELU and TGELU actives (ppocr's BF16
+    Sigmoid runs in f32 between casts): 1 / (exp(−x) + 1), 1 − 2 / (exp(min(2x,
+    100)) + 1), Numerical Recipes' erfc, by the chip's exp and Newton divide."""
+    op, attrs, kind = ACTIVATIONS[case]
     x = activation_inputs()
-    nodes = [node(op, ["a"], ["y"])]
-    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": x.shape}, "F32")
-    assert ACTIVATIONS[op] in kinds
+    nodes = [node(op, ["a"], ["y"], **attrs)]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": x.shape}, "F32", opset=20
+    )
+    assert kind in kinds
     same = got["y"].reshape(x.shape).view(np.uint32) == expected["y"].view(np.uint32)
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 

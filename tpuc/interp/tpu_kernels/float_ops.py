@@ -5,7 +5,7 @@ carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
 bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
-sigmoid, tanh and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
+sigmoid, tanh, GELU and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
 the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
 on the results' `Element`s, built once per op); the TOP float kernels are
 still called with the op.
@@ -113,7 +113,7 @@ def chip_family(op) -> str | None:
 
 def chip_own(top_class: type) -> Kernel:
     """TOP's kernel of `top_class`, or the chip family's own form of it
-    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid, tanh on bm168x),
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid, tanh, GELU on bm168x),
     rounded."""
     build, run = LIBRARY[top_class]
 
@@ -130,6 +130,7 @@ for _tpu_class, _top_class in (
     (tpu.LRNOp, top.LRNOp),
     (tpu.LayerNormOp, top.LayerNormOp),
     (tpu.SigmoidOp, top.SigmoidOp),
+    (tpu.GELUOp, top.GELUOp),
 ):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
 
