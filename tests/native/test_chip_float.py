@@ -1,6 +1,7 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
 computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
-LayerNorm, average pooling, Sigmoid, Tanh and GELU against the vendor runtime on crafted inputs
+LayerNorm, average pooling and activations (Sigmoid, Tanh, GELU, Exp, Erf,
+HardSwish) against the vendor runtime on crafted inputs
 (their pieces: tests/kernels/test_chip_float_pieces.py)."""
 
 from __future__ import annotations
@@ -119,14 +120,18 @@ ACTIVATIONS = {
     "tanh": ("Tanh", {}, "tpu.Active"),
     "gelu": ("Gelu", {}, "tpu.GELU"),
     "gelu-tanh": ("Gelu", {"approximate": "tanh"}, "tpu.GELU"),
+    "exp": ("Exp", {}, "tpu.Active"),
+    "erf": ("Erf", {}, "tpu.Active"),
+    "hard-swish": ("HardSwish", {}, "tpu.Active"),
 }
 
 
 @pytest.mark.parametrize("case", ACTIVATIONS)
 def test_f32_activation_bit_exact(tmp_path, case):
-    """The vendor's SIGMOID, TANH, GELU and TGELU actives (ppocr's BF16
-    Sigmoid runs in f32 between casts): 1 / (exp(−x) + 1), 1 − 2 / (exp(min(2x,
-    100)) + 1), Numerical Recipes' erfc, by the chip's exp and Newton divide."""
+    """The vendor's SIGMOID, TANH, GELU, TGELU, EXP, ERF and HSWISH actives
+    (ppocr's BF16 Sigmoid runs in f32 between casts): 1 / (exp(−x) + 1),
+    1 − 2 / (exp(min(2x, 100)) + 1), Numerical Recipes' erfc, by the chip's
+    exp and Newton divide; the sign of −0 and of subnormals in erf."""
     op, attrs, kind = ACTIVATIONS[case]
     x = activation_inputs()
     nodes = [node(op, ["a"], ["y"], **attrs)]

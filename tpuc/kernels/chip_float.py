@@ -18,7 +18,8 @@ code, and checked on millions of values in the vendor runtime:
   with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
 - sigmoid(x): 1 / (exp(−x) + 1); tanh(x): 1 − 2 / (exp(min(x + x, 100)) + 1),
   by the chip's exp and divide (`arith.div`); GELU as ((erf(x/√2) + 1)·0.5)·x
-  with Numerical Recipes' erfcc, its tanh form by the chip's tanh.
+  with Numerical Recipes' erfcc (also Erf), its tanh form by the chip's
+  tanh; Exp is the chip's exp; HardSwish (x·min(max(x + 3, 0), 6))·f32(1/6).
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
   then the two added (no flush to zero there).
@@ -140,17 +141,26 @@ def gelu_tanh(x: Array) -> Array:
 def erf(x: Array) -> Array:
     """The chip's erf (GELU's): Numerical Recipes' erfcc, z = |x|,
     t = 1 / (z·0.5 + 1), erfc = exp(P(t) − x·x) · t with P by `sfu.taylor`,
-    then (1 − erfc) times the sign of x (0 at 0)."""
+    then (1 − erfc) times the sign of x: 1 above 0, 0 at +0, else −1 (−0 and
+    positive subnormals too, as the chip's compares give it)."""
     x = np.asarray(x, F)
     t = divide(np.ones_like(x), np.abs(x) * F(0.5) + F(1))
     erfc = exp(horner(t, ERFC_COEFFS) - x * x) * t
-    return (F(1) - erfc) * np.where(x > 0, F(1), np.where(x == 0, F(0), F(-1)))
+    sign = np.where(ftz(x) > 0, F(1), F(-1))  # `cmp.sel_gt`: a subnormal x is 0
+    sign[x.view(np.uint32) == 0] = 0  # `cmp.sel_eq` on the bits: −0 is not 0
+    return (F(1) - erfc) * sign
 
 
 def gelu(x: Array) -> Array:
     """The vendor's f32 GELU (GELU active): ((erf(x·f32(1/√2)) + 1)·0.5)·x."""
     x = np.asarray(x, F)
     return ftz(((erf(x * F(1 / math.sqrt(2))) + F(1)) * F(0.5)) * x)
+
+
+def hard_swish(x: Array) -> Array:
+    """The vendor's f32 HardSwish (HSWISH active): (x · min(max(x + 3, 0), 6)) · f32(1/6)."""
+    x = np.asarray(x, F)
+    return ftz(ftz(x * np.minimum(np.maximum(x + F(3), F(0)), F(6))) * F(1 / 6))
 
 
 def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
@@ -282,6 +292,9 @@ def _axis_counts(g) -> list[Array]:
 CHIP_UNARY: dict[str, Callable[[activation.Unary, Array], Array]] = {
     "Sigmoid": lambda p, x: sigmoid(x),
     "Tanh": lambda p, x: tanh(x),
+    "Exp": lambda p, x: exp(x),
+    "Erf": lambda p, x: erf(x),
+    "HardSwish": lambda p, x: hard_swish(x),
     "GELU": lambda p, x: GELU_FORMS[p.option](x),
 }
 """`Unary` kinds the chip computes its own way (with default parameters)."""

@@ -5,10 +5,11 @@ carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
 bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
-sigmoid, tanh, GELU and f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
-the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
-on the results' `Element`s, built once per op); the TOP float kernels are
-still called with the op.
+sigmoid, GELU, tpu.Active's tanh, exp, erf, HardSwish and f32 average
+pooling, `tpuc.kernels.chip_float`), which follow the chip to the last bit.
+The rounding is the kernel library's (`tpuc.kernels.rounding`, on the
+results' `Element`s, built once per op); the TOP float kernels are still
+called with the op.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ for _tpu_class, _top_class in (
 
 CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)
 ACTIVE_KERNELS = {mode: chip_own(cls) for mode, cls in tpu.ACTIVE_MODES.items()}
-"""tpu.Active `mode` -> its TOP kernel, or the chip's own (tanh on bm168x)."""
+"""tpu.Active `mode` -> its TOP kernel, or the chip's own (CHIP_UNARY on bm168x)."""
 
 
 @tpu_kernel(tpu.ActiveOp, kinds=("float",))
