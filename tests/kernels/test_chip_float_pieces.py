@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpuc.kernels import chip_float, norm, pooling
+from tpuc.kernels import activation, chip_float, norm, pooling
 
 F = np.float32
 
@@ -62,8 +62,35 @@ def test_log_halves_the_mantissa_above_four_thirds():
     assert t[0] > 0.28 and t[1] < -0.4  # log(1 + 1/3) by the series; log(2/3) + ln 2
 
 
+# inputs 0, -0, ±2^-149, ±88.7, ±103, ±3.4e38 -> the vendor runtime's F32 outputs
+ACTIVE_INPUTS = [0x0, 0x80000000, 0x1, 0x80000001, 0x42B16666, 0xC2B16666, 0x42CE0000,
+                 0xC2CE0000, 0x7F7FC99E, 0xFF7FC99E]  # fmt: skip
+VENDOR_ACTIVE = {
+    "Sigmoid": [0x3F000001] * 4 + [0x3F7FFFFE, 0, 0x3F7FFFFE, 0, 0x3F7FFFFE, 0],
+    "Tanh": [0xB4000000] * 4 + [0x3F800000, 0xBF7FFFFC] * 3,
+    "Erf": [0x0] + [0xB4800000] * 3 + [0x3F800000, 0xBF800000] * 3,
+}
+
+
+def test_activations_match_the_vendor_values():
+    """sigmoid(0) is 0.5 + 2^-24 (the Newton divide), tanh(0) is −2^-23, and
+    erf gives −2^-22 at −0 and at subnormals (its compares' sign)."""
+    x = np.array(ACTIVE_INPUTS, np.uint32).view(F)
+    kernel = chip_float.chip_kernel("bm168x", activation.unary)
+    for kind, expected in VENDOR_ACTIVE.items():
+        p = activation.Unary(kind, 1.0, 0.0) if kind == "Sigmoid" else activation.Unary(kind)
+        assert list(bits(kernel(p, x))) == expected, kind
+
+
+def test_scaled_sigmoid_keeps_the_library_form():
+    x = np.linspace(-5, 5, 11, dtype=F)
+    p = activation.Unary("Sigmoid", 2.0, 0.5)
+    kernel = chip_float.chip_kernel("bm168x", activation.unary)
+    assert np.array_equal(kernel(p, x), activation.unary(p, x))
+
+
 def test_other_chips_keep_the_library_kernels():
-    for fn in (norm.softmax, norm.lrn, norm.layer_norm, pooling.avg_pool):
+    for fn in (norm.softmax, norm.lrn, norm.layer_norm, pooling.avg_pool, activation.unary):
         assert chip_float.chip_kernel("cv18xx", fn) is fn
         assert chip_float.chip_kernel(None, fn) is fn
         assert chip_float.chip_kernel("bm168x", fn) is not fn

@@ -1,6 +1,7 @@
 """bm168x float ops where tpuc's TPU interpreter computes what the chip
 computes, bit for bit (`tpuc.kernels.chip_float`): the f32 Softmax, LRN,
-LayerNorm and average pooling against the vendor runtime on crafted inputs
+LayerNorm, average pooling and activations (Sigmoid, Tanh, GELU, Exp, Erf,
+HardSwish) against the vendor runtime on crafted inputs
 (their pieces: tests/kernels/test_chip_float_pieces.py)."""
 
 from __future__ import annotations
@@ -96,6 +97,49 @@ def test_f32_average_pool_bit_exact(tmp_path, case):
     assert "tpu.Pool2D" in kinds
     y = got["y"].reshape(expected["y"].shape)
     same = y.view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+
+
+def activation_inputs(n: int = 1 << 17) -> np.ndarray:
+    """Every range an activation sees: around 0 (±1e-3, ties of ±0 and
+    ±subnormals), ±3, ±30, ±100, the exp clamp and overflow edges (±88.7,
+    ±89, ±103), and magnitudes 2^−140 .. 2^127 up to ±3.4e38."""
+    x = np.concatenate([
+        RNG.standard_normal(n // 4) * 3, RNG.standard_normal(n // 4) * 30,
+        RNG.uniform(-100, 100, n // 4), RNG.standard_normal(n // 8) * 1e-3,
+        np.ldexp(RNG.uniform(1, 2, n // 8) * RNG.choice([-1, 1], n // 8),
+                 RNG.integers(-140, 128, n // 8)),
+    ]).astype(F)  # fmt: skip
+    x[:16] = [0, -0.0, 1e-45, -1e-45, 88.7, -88.7, 89, -89, 103, -103, 1e30, -1e30,
+              3.4e38, -3.4e38, 20, -20]  # fmt: skip
+    return x.reshape(1, -1)
+
+
+ACTIVATIONS = {
+    "sigmoid": ("Sigmoid", {}, "tpu.Sigmoid"),
+    "tanh": ("Tanh", {}, "tpu.Active"),
+    "gelu": ("Gelu", {}, "tpu.GELU"),
+    "gelu-tanh": ("Gelu", {"approximate": "tanh"}, "tpu.GELU"),
+    "exp": ("Exp", {}, "tpu.Active"),
+    "erf": ("Erf", {}, "tpu.Active"),
+    "hard-swish": ("HardSwish", {}, "tpu.Active"),
+}
+
+
+@pytest.mark.parametrize("case", ACTIVATIONS)
+def test_f32_activation_bit_exact(tmp_path, case):
+    """The vendor's SIGMOID, TANH, GELU, TGELU, EXP, ERF and HSWISH actives
+    (ppocr's BF16 Sigmoid runs in f32 between casts): 1 / (exp(−x) + 1),
+    1 − 2 / (exp(min(2x, 100)) + 1), Numerical Recipes' erfc, by the chip's
+    exp and Newton divide; the sign of −0 and of subnormals in erf."""
+    op, attrs, kind = ACTIVATIONS[case]
+    x = activation_inputs()
+    nodes = [node(op, ["a"], ["y"], **attrs)]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": x}, {"y": x.shape}, "F32", opset=20
+    )
+    assert kind in kinds
+    same = got["y"].reshape(x.shape).view(np.uint32) == expected["y"].view(np.uint32)
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 

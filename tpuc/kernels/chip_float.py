@@ -16,12 +16,17 @@ code, and checked on millions of values in the vendor runtime:
 - a / b: y = the bit-trick seed 0x5f3759df − (|b|_bits >> 1), then three
   Newton steps y·(1.5 − (y·(|b|·0.5))·y) (rsqrt of |b|); result (y·y)·|a|
   with the sign of a·b. `sfu.rsqrt` is the same rsqrt with its own steps.
+- sigmoid(x): 1 / (exp(−x) + 1); tanh(x): 1 − 2 / (exp(min(x + x, 100)) + 1),
+  by the chip's exp and divide (`arith.div`); GELU as ((erf(x/√2) + 1)·0.5)·x
+  with Numerical Recipes' erfcc (also Erf), its tanh form by the chip's
+  tanh; Exp is the chip's exp; HardSwish (x·min(max(x + 3, 0), 6))·f32(1/6).
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
   then the two added (no flush to zero there).
 
-On these: `softmax`, `lrn`, `layer_norm` and `avg_pool`, the vendor's f32
-kernels for those ops (the reduction layouts as the backend lays them out).
+On these: `softmax`, `lrn`, `layer_norm`, `avg_pool` and `unary` (the
+activations in CHIP_UNARY), the vendor's f32 kernels for those ops (the
+reduction layouts as the backend lays them out).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -33,7 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import norm, pooling
+from tpuc.kernels import activation, norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -46,6 +51,12 @@ EXP_COEFFS = np.array([1 / math.factorial(k) for k in range(10)], F)  # 1/k!, k 
 LOG_COEFFS = np.array([0.0] + [(-1) ** (k + 1) / k for k in range(1, 16)], F)  # log(1+t)
 LOG_SPLIT = 0x2AAAAB  # mantissa bits above which log's argument is halved (cmodel microop_normal)
 NEWTON_STEPS = 3  # `arith.div` with iter = 3
+ERFC_COEFFS = np.array([
+    -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+    0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,
+], F)  # fmt: skip
+"""Numerical Recipes' erfcc polynomial in t, lowest power first."""
+TANH_MAX = 100.0  # tanh clamps 2x to this before its exp
 RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
 COLUMNS = 16  # f32 lanes of a row: the first-stage width of the backend's sums
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
@@ -104,6 +115,52 @@ def divide(a: Array, b: Array, steps: int = NEWTON_STEPS) -> Array:
     magnitude = (a.view(np.uint32) & np.uint32(0x7FFFFFFF)) | sign
     y = rsqrt((b.view(np.uint32) & np.uint32(0x7FFFFFFF)).view(F), steps)
     return ftz((y * y) * magnitude.view(F))
+
+
+def sigmoid(x: Array) -> Array:
+    """The vendor's f32 sigmoid (`backend_api_active_global`, SIGMOID):
+    1 / (exp(−x) + 1) by the chip's exp and divide."""
+    x = np.asarray(x, F)
+    return divide(np.ones_like(x), exp(-x) + F(1))
+
+
+def tanh(x: Array) -> Array:
+    """The vendor's f32 tanh (TANH active): 1 − 2 / (exp(min(x + x, 100)) + 1)."""
+    x = np.asarray(x, F)
+    return F(1) - divide(np.full_like(x, 2), exp(np.minimum(x + x, F(TANH_MAX))) + F(1))
+
+
+def gelu_tanh(x: Array) -> Array:
+    """The vendor's f32 tanh GELU (TGELU): u = ((0.044715·x)·x)·x + x,
+    ((tanh(u·f32(√(2/π))) + 1)·0.5)·x by the chip's tanh."""
+    x = np.asarray(x, F)
+    u = ((x * F(0.044715)) * x) * x + x
+    return ftz(((tanh(u * F(math.sqrt(2 / math.pi))) + F(1)) * F(0.5)) * x)
+
+
+def erf(x: Array) -> Array:
+    """The chip's erf (GELU's): Numerical Recipes' erfcc, z = |x|,
+    t = 1 / (z·0.5 + 1), erfc = exp(P(t) − x·x) · t with P by `sfu.taylor`,
+    then (1 − erfc) times the sign of x: 1 above 0, 0 at +0, else −1 (−0 and
+    positive subnormals too, as the chip's compares give it)."""
+    x = np.asarray(x, F)
+    t = divide(np.ones_like(x), np.abs(x) * F(0.5) + F(1))
+    erfc = exp(horner(t, ERFC_COEFFS) - x * x) * t
+    sign = np.where(ftz(x) > 0, F(1), F(-1))  # `cmp.sel_gt`: a subnormal x is 0
+    sign[x.view(np.uint32) == 0] = 0  # `cmp.sel_eq` on the bits: −0 is not 0
+    return (F(1) - erfc) * sign
+
+
+def gelu(x: Array) -> Array:
+    """The vendor's f32 GELU (GELU active): ((erf(x·f32(1/√2)) + 1)·0.5)·x."""
+    x = np.asarray(x, F)
+    return ftz(((erf(x * F(1 / math.sqrt(2))) + F(1)) * F(0.5)) * x)
+
+
+def hard_swish(x: Array) -> Array:
+    """The vendor's f32 HardSwish (HSWISH active): (x · min(max(x + 3, 0), 6)) · f32(1/6)."""
+    x = np.asarray(x, F)
+    return ftz(ftz(x * np.minimum(np.maximum(x + F(3), F(0)), F(6))) * F(1 / 6))
 
 
 def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
@@ -232,6 +289,31 @@ def _axis_counts(g) -> list[Array]:
     return counts
 
 
+CHIP_UNARY: dict[str, Callable[[activation.Unary, Array], Array]] = {
+    "Sigmoid": lambda p, x: sigmoid(x),
+    "Tanh": lambda p, x: tanh(x),
+    "Exp": lambda p, x: exp(x),
+    "Erf": lambda p, x: erf(x),
+    "HardSwish": lambda p, x: hard_swish(x),
+    "GELU": lambda p, x: GELU_FORMS[p.option](x),
+}
+"""`Unary` kinds the chip computes its own way (with default parameters)."""
+GELU_FORMS = {"": gelu, "normal": gelu, "none": gelu, "tanh": gelu_tanh}
+"""GELU's approx_mode -> the chip's form (QGELU's "sigmoid" keeps the library's)."""
+
+
+def unary(p: activation.Unary, x: Array, *rest: Array | None) -> Array:
+    """The chip's form of the activation `p` (CHIP_UNARY), else the kernel
+    library's; a scaled, biased or log form keeps the library's (the native
+    target lowers those otherwise or not at all)."""
+    own = CHIP_UNARY.get(p.kind)
+    option = p.kind == "GELU" and p.option in GELU_FORMS
+    plain = p.alpha in (None, 1.0) and p.beta in (None, 0.0) and (option or not p.option)
+    if own is None or not plain:
+        return activation.unary(p, x, *rest)
+    return own(p, np.asarray(x, F))
+
+
 def ieee(fn: Callable) -> Callable:
     """`fn` with f32 overflow to ±inf as the chip's IEEE units give it: the
     algorithms above rely on it (a clamped exp's Taylor sum saturates), so it
@@ -251,6 +333,7 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         norm.lrn: ieee(lrn),
         norm.layer_norm: ieee(layer_norm),
         pooling.avg_pool: ieee(avg_pool),
+        activation.unary: ieee(unary),
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

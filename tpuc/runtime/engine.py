@@ -451,7 +451,7 @@ class EngineStep(Step):
         record = Unary(
             isa.SFU_FUNCTIONS[b.function], unset(b.alpha), unset(b.beta), isa.SFU_OPTIONS[b.option]
         )
-        return record, self._rounded(unary), (0,)
+        return record, self._rounded(chip_kernel(self.family, unary)), (0,)
 
 
 BUILDERS: dict[int, Callable] = {

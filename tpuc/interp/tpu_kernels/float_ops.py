@@ -4,11 +4,12 @@ A TPU op in f32/f16/bf16 computes exactly what its TOP source computes (it
 carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
-bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm and
-f32 average pooling, `tpuc.kernels.chip_float`), which follow the chip to
-the last bit. The rounding is the kernel library's (`tpuc.kernels.rounding`,
-on the results' `Element`s, built once per op); the TOP float kernels are
-still called with the op.
+bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
+sigmoid, GELU, tpu.Active's tanh, exp, erf, HardSwish and f32 average
+pooling, `tpuc.kernels.chip_float`), which follow the chip to the last bit.
+The rounding is the kernel library's (`tpuc.kernels.rounding`, on the
+results' `Element`s, built once per op); the TOP float kernels are still
+called with the op.
 """
 
 from __future__ import annotations
@@ -101,11 +102,6 @@ def pool2d(op, args: list[Array]) -> Array:
     return round_results(op, by_mode(op, POOL_MODES, "pool_mode")(op, args))
 
 
-@tpu_kernel(tpu.ActiveOp, kinds=("float",))
-def active(op, args: list[Array]) -> Array:
-    return round_results(op, by_mode(op, tpu.ACTIVE_MODES, "mode")(op, args))
-
-
 def chip_family(op) -> str | None:
     """The family of the module's chip (None: no chip recorded), once per op."""
 
@@ -118,7 +114,8 @@ def chip_family(op) -> str | None:
 
 def chip_own(top_class: type) -> Kernel:
     """TOP's kernel of `top_class`, or the chip family's own form of it
-    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm on bm168x), rounded."""
+    (`chip_float.chip_kernel`: softmax, LRN, LayerNorm, sigmoid, tanh, GELU on bm168x),
+    rounded."""
     build, run = LIBRARY[top_class]
 
     def kernel_(op, args: list[Array]) -> KernelResult:
@@ -133,7 +130,19 @@ for _tpu_class, _top_class in (
     (tpu.SoftmaxOp, top.SoftmaxOp),
     (tpu.LRNOp, top.LRNOp),
     (tpu.LayerNormOp, top.LayerNormOp),
+    (tpu.SigmoidOp, top.SigmoidOp),
+    (tpu.GELUOp, top.GELUOp),
 ):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
 
 CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)
+ACTIVE_KERNELS = {mode: chip_own(cls) for mode, cls in tpu.ACTIVE_MODES.items()}
+"""tpu.Active `mode` -> its TOP kernel, or the chip's own (CHIP_UNARY on bm168x)."""
+
+
+@tpu_kernel(tpu.ActiveOp, kinds=("float",))
+def active(op, args: list[Array]) -> KernelResult:
+    mode = op.value("mode")
+    if mode not in ACTIVE_KERNELS:
+        by_mode(op, tpu.ACTIVE_MODES, "mode")  # the error naming the op
+    return ACTIVE_KERNELS[mode](op, args)
