@@ -40,7 +40,10 @@ def test_f32_softmax_bit_exact(tmp_path, shape, axis):
     nodes = [node("Softmax", ["a"], ["y"], axis=axis)]
     got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": shape}, "F32")
     assert "tpu.Softmax" in kinds
-    same = got["y"].reshape(shape).view(np.uint32) == expected["y"].view(np.uint32)
+    a, b = got["y"].reshape(shape), expected["y"]
+    # bit for bit; the rows scaled by 1e30 give NaN (inf·0 inside the chip's
+    # exp), whose payload numpy's own arithmetic does not fix across versions
+    same = (a.view(np.uint32) == b.view(np.uint32)) | (np.isnan(a) & np.isnan(b))
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
 
 

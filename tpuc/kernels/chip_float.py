@@ -72,7 +72,10 @@ def exp(x: Array) -> Array:
     x = np.clip(np.asarray(x, F), -CLAMP, CLAMP)
     n = np.floor(x * LOG2E)
     r = x - n * LN2
-    power = ((np.clip(n, -127, 127).astype(np.int32) + 127) << 23).view(F)
+    biased = np.asarray(
+        np.clip(n, -127, 127) + 127, np.int32
+    )  # int32 under numpy 1's promotion too
+    power = (biased << np.int32(23)).view(F)
     return horner(r, EXP_COEFFS) * power
 
 
