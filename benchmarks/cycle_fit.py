@@ -139,17 +139,9 @@ def _onnx(case: Case, path: Path) -> str:
 
 def _table(tmp: Path, module, store, feeds) -> Path:
     """A max calibration table of the module on the feeds (one sample)."""
-    from tpuc.calibration.calibrate import Calibration, write_table
-    from tpuc.calibration.dataset import Sample
+    from tpuc.calibration.calibrate import one_sample_table
 
-    sample = tmp / "s0.npz"
-    np.savez(sample, **feeds)
-    cali = Calibration(module, store, str(tmp / "m.mlir"), warn=lambda _: None)
-    entries = cali.run([Sample((str(sample),))], [], "max")
-    table = tmp / "cali_table"
-    write_table(table, entries, mlir=tmp / "m.mlir", method="max", bins=2048, samples=1,
-                tune_num=0, generated="cycle_fit")  # fmt: skip
-    return table
+    return one_sample_table(tmp, module, store, feeds, "cycle_fit")
 
 
 def lowered(case: Case, mode: str, tmp: Path):

@@ -190,3 +190,21 @@ def write_table(
     )
     with OutputSet(protected=(mlir, *protected)) as out:
         out.write_text(path, text)
+
+
+def one_sample_table(folder: Path, module, store, feeds: dict, generated: str) -> Path:
+    """A max calibration table of `module` on one sample (`feeds`), written in
+    `folder`: what one-op models built in code (tests, the cycle-fit suite)
+    are calibrated with."""
+    import numpy as np
+
+    from tpuc.calibration.dataset import Sample
+
+    sample = folder / "s0.npz"
+    np.savez(sample, **feeds)
+    cali = Calibration(module, store, str(folder / "m.mlir"), warn=lambda _: None)
+    entries = cali.run([Sample((str(sample),))], [], "max")
+    table = folder / "cali_table"
+    write_table(table, entries, mlir=folder / "m.mlir", method="max", bins=2048, samples=1,
+                tune_num=0, generated=generated)  # fmt: skip
+    return table
