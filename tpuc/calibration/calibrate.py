@@ -32,7 +32,6 @@ class Calibration:
     """A TOP_F32 module ready to be run over calibration samples."""
 
     def __init__(self, module, weights, source: str, warn: Warn):
-        from tpuc.interp.top_interpreter import TopInterpreter
         from tpuc.preprocess import input_specs
 
         self.module = module
@@ -40,12 +39,7 @@ class Calibration:
         self.source = source
         self.warn = warn
         self.specs = input_specs(module)
-        # The numpy path, measured faster here: observing every tensor keeps
-        # onnxruntime from fusing, and within today's memory (basic graph
-        # optimizations, no blocked weight copies) its statistics pass took
-        # 127 s against numpy's 36 s (resnet50, 20 samples, paired, loaded
-        # machine). Tables no longer depend on the path: see tune.pick.
-        self.interp = TopInterpreter(module, native=False)
+        self.interp = interpreter(module)
         self.timings: dict[str, float] = {}  # seconds per stage of the last run
         self.lossy: dict[str, float] = {}  # tensors INT8 cannot hold (SQNR, dB), last run
 
@@ -150,9 +144,20 @@ class Calibration:
     def rebuild(self) -> None:
         """Make the interpreter again after the module's ops changed (a
         technique added a weight)."""
-        from tpuc.interp.top_interpreter import TopInterpreter
+        self.interp = interpreter(self.module)
 
-        self.interp = TopInterpreter(self.module, native=False)
+
+def interpreter(module):
+    """Calibration's TOP interpreter, on the path the accelerator policy gives
+    "calibration": tpuc's kernels unless $TPUC_NATIVE=1. The kernels measured
+    faster here: observing every tensor keeps onnxruntime from fusing, and
+    within today's memory its statistics pass took 127 s against the
+    kernels' 36 s (resnet50, 20 samples, paired, loaded machine). Tables do
+    not depend on the path: see tune.pick."""
+    from tpuc.interp.accelerator import accelerated
+    from tpuc.interp.top_interpreter import TopInterpreter
+
+    return TopInterpreter(module, native=accelerated("calibration"))
 
 
 def entry_of(stats: TensorStats, threshold_value: float) -> CaliEntry:

@@ -28,7 +28,7 @@ ACCELERATED: dict[str, bool] = {
     "model_deploy": False,
     "model_runner": False,
     # calibration measured faster on the kernels, and its tables stay the same
-    # bytes (docs/tools.md; tpuc/calibration still passes native=False itself);
+    # bytes (docs/tools.md; calibrate.interpreter asks this table);
     # mixed precision compares against calibration's runs
     "calibration": False,
     "mixed_precision": False,
