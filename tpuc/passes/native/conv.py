@@ -249,6 +249,21 @@ def coeff_table(op: Operation, channels: int) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
+def input_zero_point_bias(op: Operation, table: np.ndarray, filt: np.ndarray) -> np.ndarray:
+    """coeff_table's rows with −Z_in·Σw in the bias (TPU-MLIR's lowering folds
+    it there): the chip sums q_in·q_w with padding worth Z_in (`ipad_value`),
+    where tpuc's Conv2D/MatMul sum (q_in − Z_in)·q_w with padding worth 0.
+    `filt` is [oc, ic/g, k] int8."""
+    in_q = quant_of(op.operands[0])
+    if in_q is None or not in_q.zero_point:
+        return table
+    table = table.copy()
+    table[:, 0] -= in_q.zero_point * filt.astype(np.int64).reshape(len(table), -1).sum(axis=1)
+    if np.any(np.abs(table[:, 0]) >= 1 << 31):
+        raise NotExpressible("an INT8 bias beyond int32 once the input zero point is folded in")
+    return table
+
+
 def pack_int8(table: np.ndarray, zp: int, filt: np.ndarray, depthwise: bool,
               requant: bool = True) -> np.ndarray:  # fmt: skip
     """The merged coefficient [lanes, merge_w] int8 (TPU-MLIR reorder_8bit):
@@ -324,7 +339,8 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
     depthwise = is_depthwise(op)
     parts = 1 if depthwise else op.value("group") or 1
     icg, ocg = ic // parts, oc // parts
-    table, filt = coeff_table(op, oc), filter_data(op)
+    filt = filter_data(op)
+    table = input_zero_point_bias(op, coeff_table(op, oc), filt)
     zp = 0 if int32 else quant_of(op.results[0]).zero_point
     in_addr, out_addr = ctx.address(op.operands[0]), ctx.address(op.results[0])
     in_code = dtype_code(op.operands[0])

@@ -41,6 +41,7 @@ from tpuc.passes.native.conv import (
     coeff_shape,
     coeff_table,
     ic_blocks,
+    input_zero_point_bias,
     int8_spec,
     pack_int8,
     raw_spec,
@@ -136,7 +137,7 @@ def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
         if c.has_bias:
             inputs.append(ctx.spec(op.operands[2], (1, n, 1, 1)))
     else:
-        table = coeff_table(op, n)
+        table = input_zero_point_bias(op, coeff_table(op, n), filt.reshape(n, k, 1))
         int32 = is_float(op.results[0])  # the float epilogue (epilogue.py)
         if int32:
             check_f32(op)

@@ -49,8 +49,8 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if half_global_elsewhere(op, spec):
             return half_via_f32(op, ctx, spec)
         if not is_float(op.operands[0]):
-            if max(spec.kh, spec.kw) > MAX_INT8_SIDE:
-                return wide_int8_avg(op, ctx)
+            if max(spec.kh, spec.kw) > MAX_INT8_SIDE or has_zero_point(op):
+                return int8_avg_as_conv(op, ctx)
             int8_avg(op, spec)
     return [ctx.call("backend_api_pooling_global", spec, op)]
 
@@ -80,10 +80,19 @@ def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
     ])  # fmt: skip
 
 
-def wide_int8_avg(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """A window side above MAX_INT8_SIDE: the pooling kernel rounds otherwise
-    there (1 LSB off at 3x96), so a depthwise convolution of ones computes it
-    (pool_conv.py), with the same requant checks."""
+def has_zero_point(op: Operation) -> bool:
+    """Asymmetric INT8: the pooling kernel's integer mode (0) has no zero
+    points, and TPU-MLIR's asymmetric mode (2: a float scale and offset)
+    computes otherwise than tpuc's Σ(q − Z_in) requantized by M >> r."""
+    quant_in, quant_out = quant_of(op.operands[0]), quant_of(op.results[0])
+    return any(q is not None and q.zero_point for q in (quant_in, quant_out))
+
+
+def int8_avg_as_conv(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """A window side above MAX_INT8_SIDE (the pooling kernel rounds otherwise
+    there: 1 LSB off at 3x96) or zero points (has_zero_point): a depthwise
+    convolution of ones computes it (pool_conv.py), with the same requant
+    checks."""
     from tpuc.passes.native.pool_conv import avg_pool_as_conv
 
     spec = PoolingCommon()
@@ -95,10 +104,10 @@ def wide_int8_avg(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 def int8_avg(op: Operation, spec) -> None:
     """Symmetric INT8 (avg_pooling_quant_mode 0, Pool2D.cpp): the chip computes
     (Σ q · multiplier + 2^(rshiftbits−1)) >> rshiftbits with a u8 multiplier,
-    which bm168x's lowering chooses (HalfUp)."""
-    quant_in, quant_out = quant_of(op.operands[0]), quant_of(op.results[0])
-    if quant_in is None or quant_out is None or quant_in.zero_point or quant_out.zero_point:
-        raise NotExpressible("asymmetric INT8 average pooling")
+    which bm168x's lowering chooses (HalfUp). Zero points go by a
+    convolution (int8_avg_as_conv), which checks the same requant here."""
+    if quant_of(op.operands[0]) is None or quant_of(op.results[0]) is None:
+        raise NotExpressible("INT8 average pooling of a tensor that is not quantized")
     multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
     if len(multiplier) != 1 or len(rshift) != 1:
         raise NotExpressible("per-channel requantization of an average pooling")

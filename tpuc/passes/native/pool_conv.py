@@ -25,7 +25,9 @@ MAX_KERNEL = 255  # the convolution's kernel sides are 8-bit fields in the comma
 
 def avg_pool_as_conv(op: Operation, ctx: NativeContext, multiplier: int, rshift: int
                      ) -> list[NativeCall]:  # fmt: skip
-    """One depthwise convolution: filter of ones, requant (multiplier, rshift)."""
+    """One depthwise convolution: filter of ones, requant (multiplier, rshift);
+    padding worth Z_in (`ipad_value`) and −Z_in·kh·kw in the bias, so the
+    sum is tpuc's Σ (q − Z_in) with padding worth 0."""
     c = shape_of(op.operands[0])[1]
     kh, kw = op.value("kernel_shape")
     if max(kh, kw) > MAX_KERNEL:
@@ -49,7 +51,9 @@ def avg_pool_as_conv(op: Operation, ctx: NativeContext, multiplier: int, rshift:
     common.ipad_value = _quant_of(op.operands[0]).zero_point
     spec.merge_coeff = 2
     table = np.zeros((c, 3), np.int64)
+    table[:, 0] = -common.ipad_value * kh * kw
     table[:, 1], table[:, 2] = multiplier, rshift
+    common.has_bias = int(common.ipad_value != 0)
     ones = np.ones((c, 1, kh * kw), np.int8)
     coeff = pack_int8(table, _quant_of(op.results[0]).zero_point, ones, depthwise=True)
     addr = ctx.coeffs.add(f"{op.names[0]}_ones_lanes", coeff)

@@ -1,0 +1,95 @@
+"""Asymmetric INT8 through the native target (the vendor runtime on its chip
+model) against tpuc's TPU interpreter, bit for bit.
+
+tpuc's Conv2D/MatMul/average pooling sum (q − Z_in)·w with padding worth 0;
+the chip sums q·w with padding worth Z_in (`ipad_value`), so the native
+rules fold −Z_in·Σw into the int32 bias as TPU-MLIR's lowering does (without
+it every output of smallcnn differed). Asymmetric average pooling runs as a
+depthwise convolution of ones (pool.py). Inputs are offset so that the
+zero points are far from 0, and padded windows meet the borders.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from native_models import matches, native_vs_interp, node
+
+RNG = np.random.default_rng(11)
+F = np.float32
+X = (RNG.standard_normal([1, 8, 12, 12]) * 0.8 + 0.9).astype(F)  # Z_in far from 0
+
+
+def weights(shape, scale=0.3):
+    return (RNG.standard_normal(shape) * scale).astype(F)
+
+
+CONVS = {
+    "bias_pad": ([node("Conv", ["a", "w", "b"], ["y"], pads=[1] * 4)],
+                 [("w", weights([16, 8, 3, 3])), ("b", weights([16], 1.0))], [1, 16, 12, 12]),
+    "no_bias_stride2_relu": ([node("Conv", ["a", "w"], ["t"], pads=[1] * 4, strides=[2, 2]),
+                              node("Relu", ["t"], ["y"])],
+                             [("w", weights([96, 8, 3, 3]))], [1, 96, 6, 6]),
+    "depthwise": ([node("Conv", ["a", "w", "b"], ["y"], pads=[1] * 4, group=8)],
+                  [("w", weights([8, 1, 3, 3])), ("b", weights([8], 1.0))], [1, 8, 12, 12]),
+    "grouped": ([node("Conv", ["a", "w", "b"], ["y"], pads=[1] * 4, group=2)],
+                [("w", weights([8, 4, 3, 3])), ("b", weights([8], 1.0))], [1, 8, 12, 12]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CONVS))
+def test_asymmetric_conv_bit_exact(tmp_path, case):
+    nodes, inits, out = CONVS[case]
+    run = native_vs_interp(tmp_path, nodes, {"a": X}, {"y": out}, "INT8", inits, asymmetric=True)
+    assert "tpu.Conv2D" in run.kinds
+    matches(run.got, run.expected, "INT8")
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["plain", "relu"])
+def test_asymmetric_gemm_bit_exact(tmp_path, relu):
+    x = (RNG.standard_normal([2, 64]) + 0.6).astype(F)
+    nodes = [node("Gemm", ["a", "w", "b"], ["t" if relu else "y"], transB=1)]
+    nodes += [node("Relu", ["t"], ["y"])] if relu else []
+    inits = [("w", weights([10, 64], 0.2)), ("b", weights([10], 1.0))]
+    run = native_vs_interp(tmp_path, nodes, {"a": x}, {"y": [2, 10]}, "INT8", inits,
+                           asymmetric=True)  # fmt: skip
+    assert "tpu.MatMul" in run.kinds
+    matches(run.got, run.expected, "INT8")
+
+
+POOLS = {
+    "2x2": (node("AveragePool", ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2]), [1, 8, 6, 6]),
+    "3x3_pad_counted": (node("AveragePool", ["a"], ["y"], kernel_shape=[3, 3], pads=[1] * 4,
+                             count_include_pad=1), [1, 8, 12, 12]),
+    "global": (node("GlobalAveragePool", ["a"], ["y"]), [1, 8, 1, 1]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(POOLS))
+def test_asymmetric_average_pool_bit_exact(tmp_path, case):
+    pool, out = POOLS[case]
+    run = native_vs_interp(tmp_path, [pool], {"a": X}, {"y": out}, "INT8", asymmetric=True)
+    assert "tpu.Pool2D" in run.kinds
+    matches(run.got, run.expected, "INT8")
+
+
+def test_asymmetric_conv_pool_fc_chain(tmp_path):
+    """smallcnn's shape: conv+ReLU, max pool, conv+ReLU, global average
+    pool, FC (every zero point nonzero)."""
+    nodes = [
+        node("Conv", ["a", "w1", "b1"], ["c1"], pads=[1] * 4),
+        node("Relu", ["c1"], ["r1"]),
+        node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1] * 4),
+        node("Relu", ["c2"], ["r2"]),
+        node("GlobalAveragePool", ["r2"], ["g"]),
+        node("Flatten", ["g"], ["f"]),
+        node("Gemm", ["f", "w3", "b3"], ["y"], transB=1),
+    ]
+    inits = [("w1", weights([16, 8, 3, 3])), ("b1", weights([16], 0.5)),
+             ("w2", weights([32, 16, 3, 3], 0.2)), ("b2", weights([32], 0.5)),
+             ("w3", weights([10, 32], 0.3)), ("b3", weights([10], 0.5))]  # fmt: skip
+    run = native_vs_interp(tmp_path, nodes, {"a": X}, {"y": [1, 10]}, "INT8", inits,
+                           asymmetric=True)  # fmt: skip
+    assert {"tpu.Conv2D", "tpu.Pool2D", "tpu.MatMul"} <= run.kinds
+    matches(run.got, run.expected, "INT8")
