@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from native_models import check, run_both, save_onnx, transformed
+from native_models import calibrate, check, run_both, save_onnx, transformed
 from onnx import helper, numpy_helper
 
 GAINS = {"z": 4.0, "w": 0.25}
@@ -125,3 +125,74 @@ def test_concat_with_fused_relu(tmp_path, vendor, mode):
     argv += ["--test_input", sample, "--test_reference", top, "--tolerance", "0.9,0.5"]
     argv += ["--codegen", "native", "--model", str(tmp_path / f"cr_{mode}.bmodel")]
     assert model_deploy.run(argv) == 0  # checks the vendor runtime against the interpreter
+
+
+def half_ties(mode: str) -> np.ndarray:
+    """f32 values exactly halfway between neighbouring f16 (or bf16) values,
+    every 7th pair over the whole finite range (f16 subnormals, f32
+    subnormals for bf16), both signs, [1, 64, n]."""
+    if mode == "F16":
+        low = np.arange(0, 0x7BFF, 7, dtype=np.uint16).view(np.float16)
+        high = np.nextafter(low, np.float16(np.inf))
+    else:
+        bits = np.arange(0, 0x7F7F, 7, dtype=np.uint32) << 16
+        low, high = bits.view(np.float32), (bits + (1 << 16)).view(np.float32)
+    mid = ((low.astype(np.float64) + high.astype(np.float64)) / 2).astype(np.float32)
+    x = np.concatenate([mid, -mid])
+    return x[: x.size - x.size % 64].reshape(1, 64, -1)
+
+
+def with_cast_round_mode(round_mode: str | None):
+    """A run_both tweak: every tpu.Cast of the module gets `round_mode`."""
+
+    def tweak(module) -> None:
+        from tpuc.dialects import tpu
+        from tpuc.ir import main_function
+
+        for op in main_function(module).body.block.ops:
+            if isinstance(op, tpu.CastOp) and round_mode is not None:
+                op.set_value("round_mode", round_mode)
+
+    return tweak
+
+
+@pytest.mark.parametrize("round_mode", [None, "HalfToEven", "Down"])
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_cast_rounds_ties_with_its_round_mode(tmp_path, vendor, mode, round_mode):
+    """The chip's f32 -> f16/bf16 cast rounds with the Cast's round mode
+    (None: the default, HalfAwayFromZero: ties away from zero, where numpy
+    rounds to even) and flushes f32 subnormals in bf16 (chip_cast.py): bit
+    for bit over every kind of tie, through a transpose."""
+    x = half_ties(mode)
+    nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1])]
+    save_onnx(tmp_path / "t.onnx", nodes, [("x", x.shape)], ["y"])
+    np.savez(tmp_path / "in.npz", x=x)
+    (tmp_path / "samples").mkdir()
+    np.savez(tmp_path / "samples" / "s0.npz", x=x)
+    mlir, table = calibrate(tmp_path, "t")
+    got, expected = run_both(tmp_path, mlir, table, mode, vendor,
+                             tweak=with_cast_round_mode(round_mode))  # fmt: skip
+    a, b = np.asarray(got["y"], np.float32).ravel(), np.asarray(expected["y"], np.float32).ravel()
+    same = a.view(np.uint32) == b.view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+    if round_mode is None:  # every tie away from zero (numpy's nearest even: half of them not)
+        ties = x.transpose(0, 2, 1).ravel()
+        normal = np.abs(ties) >= 2.0**-126
+        assert np.all(np.abs(a[normal]) > np.abs(ties[normal]))
+        assert np.all(a[~normal] == 0)
+
+
+def test_half_cast_refuses_a_round_mode_the_chip_lacks(tmp_path, vendor):
+    """HalfUp: the vendor's cast asserts; the native target says so first."""
+    from tpuc.errors import TpucError
+
+    x = half_ties("F16")
+    nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1])]
+    save_onnx(tmp_path / "t.onnx", nodes, [("x", x.shape)], ["y"])
+    np.savez(tmp_path / "in.npz", x=x)
+    (tmp_path / "samples").mkdir()
+    np.savez(tmp_path / "samples" / "s0.npz", x=x)
+    mlir, table = calibrate(tmp_path, "t")
+    with pytest.raises(TpucError, match=r"tpu.Cast .*round_mode HalfUp") as info:
+        run_both(tmp_path, mlir, table, "F16", vendor, tweak=with_cast_round_mode("HalfUp"))
+    assert "\n" not in str(info.value)

@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import activation, norm, pooling
+from tpuc.kernels import activation, cast, chip_cast, norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -337,6 +337,7 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         norm.layer_norm: ieee(layer_norm),
         pooling.avg_pool: ieee(avg_pool),
         activation.unary: ieee(unary),
+        cast.cast: chip_cast.cast,
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

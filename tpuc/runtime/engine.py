@@ -321,8 +321,8 @@ class EngineStep(Step):
                 element_of(results[0]),
                 isa.CAST_TO[b.to] or None,
                 isa.ROUND_MODES[b.requant.round_mode],
-            )
-            return record, cast_lib.cast, (0,)
+            )  # f32 -> f16/bf16 on bm168x: the chip's rounding (chip_cast)
+            return record, chip_kernel(self.family, cast_lib.cast), (0,)
         requant = self._requant(b.requant)
         r = requant.multiplier, requant.rshift
         record = arith.Concat((element_of(self.command.operands[0]),), *r, 0, requant)

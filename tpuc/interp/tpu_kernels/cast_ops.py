@@ -13,6 +13,7 @@ from xdsl.ir import Attribute
 
 from tpuc.dialects import tpu
 from tpuc.interp.kernels.registry import Array
+from tpuc.interp.tpu_kernels.float_ops import chip_family
 from tpuc.interp.tpu_kernels.params import (
     element_of_value,
     element_record,
@@ -22,6 +23,7 @@ from tpuc.interp.tpu_kernels.params import (
 )
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
 from tpuc.kernels import cast as lib
+from tpuc.kernels.chip_float import chip_kernel
 from tpuc.kernels.lut import Lut, lut
 from tpuc.kernels.requant import DEFAULT_ROUND
 
@@ -45,7 +47,11 @@ def cast_params(op) -> lib.Cast:
     )
 
 
-tpu_kernel(tpu.CastOp, kinds=("float", "int"))(library_kernel(cast_params, lib.cast))
+@tpu_kernel(tpu.CastOp, kinds=("float", "int"))
+def cast(op, args: list[Array]) -> Array:
+    """The library's cast, or the chip family's own (`chip_float.chip_kernel`:
+    bm168x rounds f32 -> f16/bf16 with the Cast's round mode)."""
+    return library_kernel(cast_params, chip_kernel(chip_family(op), lib.cast))(op, args)
 
 
 # --- integer rescales ----------------------------------------------------------------------

@@ -103,10 +103,15 @@ def pool2d(op, args: list[Array]) -> Array:
 
 
 def chip_family(op) -> str | None:
-    """The family of the module's chip (None: no chip recorded), once per op."""
+    """The family of the module's chip (None: no chip recorded, or an op
+    outside any module), once per op."""
 
     def find() -> str | None:
-        chip = CHIPS.get(str(module_attr(module_of(op), "chip", "")).lower())
+        try:
+            module = module_of(op)
+        except TpucError:
+            return None
+        chip = CHIPS.get(str(module_attr(module, "chip", "")).lower())
         return None if chip is None else chip.family
 
     return current().memo(("chip family", op), find)

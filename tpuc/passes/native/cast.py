@@ -44,6 +44,10 @@ DequantFp = declare(
 )
 
 
+CAST_ROUND_MODES = ("HalfToEven", "HalfAwayFromZero", "TowardsZero", "Up", "Down")
+"""The round modes of the chip's cast kernel (`tpu_bdc_cast` asserts on others)."""
+
+
 def nchw(value: SSAValue, left_align: bool = True) -> tuple[int, int, int, int]:
     """TPU-MLIR's module::getNCHW: n, c, h from the front and w the rest
     (left-aligned), or w, h, c from the back and n the rest."""
@@ -93,6 +97,11 @@ def cast(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         return [_dequantize(op, ctx)]
     if qin is not None or qout is not None:
         raise NotExpressible("a cast between quantized types")
+    mode = op.value("round_mode") or "HalfAwayFromZero"
+    if mode not in CAST_ROUND_MODES:  # the backend asserts (tpu_bdc_cast)
+        raise NotExpressible(
+            f"round_mode {mode} (the chip's cast takes {', '.join(CAST_ROUND_MODES)})"
+        )
     spec = CastGlobal()
     spec.common.src_dtype, spec.common.dst_dtype = dtype_code(src), dtype_code(dst)
     spec.common.round_mode = round_mode(op)
