@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpuc.kernels import activation, chip_float, norm, pooling
+from tpuc.kernels import activation, chip_float, elementwise, norm, pooling
 
 F = np.float32
 
@@ -94,3 +94,44 @@ def test_other_chips_keep_the_library_kernels():
         assert chip_float.chip_kernel("cv18xx", fn) is fn
         assert chip_float.chip_kernel(None, fn) is fn
         assert chip_float.chip_kernel("bm168x", fn) is not fn
+
+
+def test_order_key_sorts_nan_by_its_sign():
+    """The chip's compares: the exp's NaN (0xFFC00000) below −inf, a
+    positive NaN above +inf, ±0 equal."""
+    values = np.array([0xFFC00000, 0xFF800000, 0xBF800000, 0x80000000, 0x00000000,
+                       0x3F800000, 0x7F800000, 0x7FC00000], np.uint32).view(F)  # fmt: skip
+    keys = chip_float.order_key(values)
+    assert list(np.argsort(keys, kind="stable")) == list(range(8))
+    assert keys[3] == keys[4]
+
+
+def test_softplus_and_mish_edges():
+    """Huge negative x whose reduced argument overflows the Taylor sum: the
+    chip's exp is NaN (−inf·0); Softplus's max takes 2^−126, Mish's clamp
+    the lower bound, so x − 2·(x/2) leaves the Newton divide's error (the
+    vendor runtime's values). A large x: Mish gives x itself ((e + 1)² + 1
+    stays below 3.4e38). A negative subnormal x: +0."""
+    x = np.array([0xE25F481C, 0xDD654C2B], np.uint32).view(F)
+    with np.errstate(all="ignore"):
+        assert np.isnan(chip_float.exp(x)).all()
+        assert bits(chip_float.softplus(x[:1]))[0] == 0xC2AEAC50  # −126·f32(ln 2)
+        assert bits(chip_float.mish(x[1:]))[0] == 0x52000000
+        large = np.array([1e30, 88.7, 3.4e38], F)
+        assert list(chip_float.mish(large)) == list(large)
+        assert bits(chip_float.mish(np.array([-1e-45], F)))[0] == 0
+
+
+def test_fold_flushes_operands_and_results():
+    """3 · 2^−127: a normal product of a subnormal operand, flushed first;
+    2^−126 · 0.5 a subnormal product; the sum of two subnormals; −0 + 1e-45."""
+    mul = elementwise.Fold("Mul")
+    a = np.array([3.0, 2.0**-126, 1.0], F)
+    b = np.array([2.0**-127, 0.5, 1.0], F)
+    assert list(chip_float.fold(mul, a, b)) == [0.0, 0.0, 1.0]
+    add = elementwise.Fold("Add")
+    s = chip_float.fold(add, np.array([1e-45, -0.0], F), np.array([1e-45, 1e-45], F))
+    assert list(bits(s)) == [0, 0]  # +0: the flushed −0 + +0
+    sub = chip_float.binary(elementwise.Binary("Sub"), np.array([2.0**-126], F),
+                            np.array([2.0**-127], F))  # fmt: skip
+    assert sub[0] == F(2.0**-126)  # the subnormal operand flushed, not 2^−127

@@ -126,15 +126,19 @@ ACTIVATIONS = {
     "exp": ("Exp", {}, "tpu.Active"),
     "erf": ("Erf", {}, "tpu.Active"),
     "hard-swish": ("HardSwish", {}, "tpu.Active"),
+    "mish": ("Mish", {}, "tpu.Active"),
+    "softplus": ("Softplus", {}, "tpu.Active"),
 }
 
 
 @pytest.mark.parametrize("case", ACTIVATIONS)
 def test_f32_activation_bit_exact(tmp_path, case):
-    """The vendor's SIGMOID, TANH, GELU, TGELU, EXP, ERF and HSWISH actives
-    (ppocr's BF16 Sigmoid runs in f32 between casts): 1 / (exp(−x) + 1),
-    1 − 2 / (exp(min(2x, 100)) + 1), Numerical Recipes' erfc, by the chip's
-    exp and Newton divide; the sign of −0 and of subnormals in erf."""
+    """The vendor's SIGMOID, TANH, GELU, TGELU, EXP, ERF, HSWISH, MISH and
+    SOFT_PLUS actives (ppocr's BF16 Sigmoid runs in f32 between casts):
+    1 / (exp(−x) + 1), 1 − 2 / (exp(min(2x, 100)) + 1), Numerical Recipes'
+    erfc, x − 2x / ((e + 1)² + 1), log(exp(x) + 1), by the chip's exp, log and
+    Newton divide; the sign of −0 and of subnormals in erf, the NaN exp of
+    a huge negative x in Mish and Softplus."""
     op, attrs, kind = ACTIVATIONS[case]
     x = activation_inputs()
     nodes = [node(op, ["a"], ["y"], **attrs)]
@@ -144,6 +148,39 @@ def test_f32_activation_bit_exact(tmp_path, case):
     assert kind in kinds
     same = got["y"].reshape(x.shape).view(np.uint32) == expected["y"].view(np.uint32)
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+
+
+def subnormal_operands(n: int = 1 << 14) -> tuple[np.ndarray, np.ndarray]:
+    """Operand pairs around the subnormal range: magnitudes 2^−149 .. 2^−120
+    against each other (subnormal sums and extrema) and against 2^−100 ..
+    2^10 (products below 2^−126, and normal products of subnormal operands),
+    both signs, ±0 and exact cases."""
+
+    def spread(low, high, size):
+        signs = RNG.choice([-1, 1], size)
+        return np.ldexp(RNG.uniform(1, 2, size) * signs, RNG.integers(low, high, size)).astype(F)
+
+    a = np.concatenate([spread(-149, -120, n // 2), spread(-140, -40, n // 2)])
+    b = np.concatenate([spread(-149, -120, n // 2), spread(-100, 10, n // 2)])
+    a[:8] = [1e-45, -1e-45, 1e-39, 2.0**-126, 3.0, -0.0, 1.0, 0.5]
+    b[:8] = [1.0, 1.0, 1.0, 0.5, 2.0**-127, 1e-45, 1e-40, 2.0**-126]
+    return a.reshape(1, 64, -1), b.reshape(1, 64, -1)
+
+
+@pytest.mark.parametrize("op", ["Mul", "Add", "Sub", "Max", "Min"])
+def test_f32_binary_flushes_subnormals(tmp_path, op):
+    """bm168x's f32 Mul, Add, Sub, Max and Min flush subnormal operands and
+    results to zero (chip_float.fold, binary): 3·2^−127 is 0, and so is
+    2^−126·0.5; bit for bit against the vendor runtime."""
+    a, b = subnormal_operands()
+    nodes = [node(op, ["a", "b"], ["y"])]
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, {"a": a, "b": b}, {"y": a.shape},
+                                               "F32")  # fmt: skip
+    assert f"tpu.{op}" in kinds
+    y = got["y"].reshape(a.shape)
+    same = y.view(np.uint32) == expected["y"].view(np.uint32)
+    assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ"
+    assert not np.any((np.abs(y) < 2.0**-126) & (y != 0))  # nothing subnormal comes out
 
 
 def test_int8_network_with_a_float_softmax_is_checked_bit_for_bit(tmp_path):

@@ -19,7 +19,11 @@ code, and checked on millions of values in the vendor runtime:
 - sigmoid(x): 1 / (exp(−x) + 1); tanh(x): 1 − 2 / (exp(min(x + x, 100)) + 1),
   by the chip's exp and divide (`arith.div`); GELU as ((erf(x/√2) + 1)·0.5)·x
   with Numerical Recipes' erfcc (also Erf), its tanh form by the chip's
-  tanh; Exp is the chip's exp; HardSwish (x·min(max(x + 3, 0), 6))·f32(1/6).
+  tanh; Exp is the chip's exp; HardSwish (x·min(max(x + 3, 0), 6))·f32(1/6);
+  Softplus log(max(exp(x) + 1, 2^−126)); Mish x − 2x / ((e + 1)² + 1) with
+  e = exp(x) clamped (the compares order NaN by its sign bit).
+- f32 Add, Sub, Mul, Max and Min flush subnormal operands and results to
+  zero (`fold`, `binary`; a kernel for f32 results only).
 - an f32 average-pooling window: each element times the scale, even
   positions summed into one accumulator and odd into another, in order,
   then the two added (no flush to zero there).
@@ -38,7 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import activation, cast, chip_cast, norm, pooling
+from tpuc.kernels import activation, cast, chip_cast, elementwise, norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -164,6 +168,58 @@ def hard_swish(x: Array) -> Array:
     """The vendor's f32 HardSwish (HSWISH active): (x · min(max(x + 3, 0), 6)) · f32(1/6)."""
     x = np.asarray(x, F)
     return ftz(ftz(x * np.minimum(np.maximum(x + F(3), F(0)), F(6))) * F(1 / 6))
+
+
+def order_key(x: Array) -> Array:
+    """The chip's float compare (max, min, `cmp.sel_*`) orders by sign and
+    magnitude bits: a NaN sorts past ±inf by its sign (the exp's NaN,
+    0xFFC00000, below everything), where numpy's compares are false."""
+    bits = np.asarray(x, F).view(np.int32).astype(np.int64)
+    return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+
+
+def softplus(x: Array) -> Array:
+    """The vendor's f32 Softplus (SOFT_PLUS active): log(max(exp(x) + 1,
+    2^−126)) by the chip's exp and log (a NaN exp gives log(2^−126))."""
+    x = np.asarray(x, F)
+    y = exp(x) + F(1)
+    return log(np.where(order_key(y) > order_key(TINY), y, TINY))
+
+
+MISH_MAX = F(1.844670009324444e19)  # 0x5F7FFFD8: (e + 1)² stays finite
+MISH_MIN = F(1.0841999752870023e-19)  # 0x1FFFFFDE
+
+
+def mish(x: Array) -> Array:
+    """The vendor's f32 Mish (MISH active): e = exp(x) clamped to
+    [MISH_MIN, MISH_MAX] by the chip's compares (a NaN goes to MISH_MIN),
+    then x − 2·(x / ((e + 1)² + 1)) by the chip's divide, every operand and
+    result flushed (x·tanh(softplus(x)) = x − 2x / ((1 + e^x)² + 1))."""
+    x = np.asarray(x, F)
+    e = exp(x)
+    e = np.where(order_key(e) > order_key(MISH_MAX), MISH_MAX, e)
+    e = np.where(order_key(e) < order_key(MISH_MIN), MISH_MIN, e)
+    t = e + F(1)
+    return ftz(ftz(x) + divide(x, t * t + F(1)) * F(-2))
+
+
+# --- f32 elementwise: operands and results flushed ------------------------------------------
+
+FLUSHED_BINARY = ("Sub",)  # elementwise.binary kinds measured to flush (Div, Pow: the library's)
+
+
+def fold(p: elementwise.Fold, *args: Array) -> Array:
+    """f32 Add/Mul/Max/Min as the chip's TIU computes them: subnormal
+    operands and results flushed to (signed) zero (a product of normal
+    values below 2^−126 is 0; 3·2^−127 is 0·3)."""
+    return ftz(elementwise.fold(p, *(ftz(np.asarray(a, F)) for a in args)))
+
+
+def binary(p: elementwise.Binary, a: Array, b: Array) -> Array:
+    """f32 Sub flushed as `fold`; Div and Pow are the library's."""
+    if p.kind not in FLUSHED_BINARY:
+        return elementwise.binary(p, a, b)
+    return ftz(elementwise.binary(p, ftz(np.asarray(a, F)), ftz(np.asarray(b, F))))
 
 
 def window_sum(x: Array, axis: int, scale: float = 1.0) -> Array:
@@ -298,6 +354,8 @@ CHIP_UNARY: dict[str, Callable[[activation.Unary, Array], Array]] = {
     "Exp": lambda p, x: exp(x),
     "Erf": lambda p, x: erf(x),
     "HardSwish": lambda p, x: hard_swish(x),
+    "Mish": lambda p, x: mish(x),
+    "Softplus": lambda p, x: softplus(x),
     "GELU": lambda p, x: GELU_FORMS[p.option](x),
 }
 """`Unary` kinds the chip computes its own way (with default parameters)."""
@@ -338,6 +396,8 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         pooling.avg_pool: ieee(avg_pool),
         activation.unary: ieee(unary),
         cast.cast: chip_cast.cast,
+        elementwise.fold: ieee(fold),  # f32 only (chip_f32)
+        elementwise.binary: ieee(binary),
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

@@ -417,10 +417,19 @@ class EngineStep(Step):
         elif kind in ew.COMPARE:
             record, kernel = ew.Compare(kind), ew.compare
         elif kind in ew.FOLDS:
-            record, kernel = ew.Fold(kind, relu, b.coeff), ew.fold
+            record, kernel = ew.Fold(kind, relu, b.coeff), self._f32_own(ew.fold)
         else:
-            record, kernel = ew.Binary(kind, relu), ew.binary
+            record, kernel = ew.Binary(kind, relu), self._f32_own(ew.binary)
         return record, self._rounded(kernel), tuple(range(b.n_inputs))
+
+    def _f32_own(self, kernel: Kernel) -> Kernel:
+        """The chip family's own form of an elementwise kernel when every
+        operand and the result are f32 (bm168x flushes subnormals there:
+        `chip_float.fold`, `binary`), else `kernel`."""
+        records = [*self.command.operands, self.command.results[0]]
+        if any(element_of(r).dtype != "f32" for r in records if not r.absent):
+            return kernel
+        return chip_kernel(self.family, kernel)
 
     def _norm(self, b: isa.NormBlock):
         kind = isa.NORM_FUNCTIONS[b.function]

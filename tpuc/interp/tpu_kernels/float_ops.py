@@ -5,8 +5,9 @@ carries the same attributes) and then rounds each result to its element
 type, as the chip stores it. f32 results pass through untouched, so an F32
 TPU module reproduces the TOP interpreter bit for bit, but for the ops a
 bm168x chip computes its own way (`chip_own`: softmax, LRN, LayerNorm,
-sigmoid, GELU, tpu.Active's tanh, exp, erf, HardSwish and f32 average
-pooling, `tpuc.kernels.chip_float`), which follow the chip to the last bit.
+sigmoid, GELU, tpu.Active's tanh, exp, erf, HardSwish, Mish, Softplus and
+f32 average pooling; `chip_f32`: f32 Add/Sub/Mul/Max/Min, which flush
+subnormals; `tpuc.kernels.chip_float`), which follow the chip to the last bit.
 The rounding is the kernel library's (`tpuc.kernels.rounding`, on the
 results' `Element`s, built once per op); the TOP float kernels are still
 called with the op.
@@ -139,6 +140,26 @@ for _tpu_class, _top_class in (
     (tpu.GELUOp, top.GELUOp),
 ):
     tpu_kernel(_tpu_class, kinds=("float",), priority=1)(chip_own(_top_class))
+
+
+def chip_f32(top_class: type) -> Kernel:
+    """TOP's kernel of `top_class`, or (all operands and the result f32) the
+    chip family's own: bm168x's f32 Add/Sub/Mul/Max/Min flush subnormal
+    operands and results (`chip_float.fold`, `binary`)."""
+    build, run = LIBRARY[top_class]
+
+    def kernel_(op, args: list[Array]) -> KernelResult:
+        fn = run
+        if all(element_of_value(v).dtype == "f32" for v in (*op.operands, *op.results)):
+            fn = chip_kernel(chip_family(op), run)
+        return round_results(op, fn(record_of(op, build), *args))
+
+    kernel_.__doc__ = f"{run.__name__}, in f32 as the module's chip computes it, rounded."
+    return kernel_
+
+
+for _top_class in (top.AddOp, top.SubOp, top.MulOp, top.MaxOp, top.MinOp):
+    tpu_kernel(tpu.MIRRORS[_top_class], kinds=("float",), priority=1)(chip_f32(_top_class))
 
 CHIP_AVG_POOL = chip_own(top.AvgPoolOp)  # an f32 average Pool2D (pool2d)
 ACTIVE_KERNELS = {mode: chip_own(cls) for mode, cls in tpu.ACTIVE_MODES.items()}
