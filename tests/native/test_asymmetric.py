@@ -93,3 +93,27 @@ def test_asymmetric_conv_pool_fc_chain(tmp_path):
                            asymmetric=True)  # fmt: skip
     assert {"tpu.Conv2D", "tpu.Pool2D", "tpu.MatMul"} <= run.kinds
     matches(run.got, run.expected, "INT8")
+
+
+def test_asymmetric_concat_with_fused_relu(tmp_path):
+    """Concat -> Relu (shufflenet's branches) fuses into the concat; its
+    asymmetric output has zero point −128, the storage minimum, so the
+    relu's clamp at Z_out is the saturation itself (no call)."""
+    b = (RNG.standard_normal(X.shape) * 2 - 0.5).astype(F)
+    nodes = [node("Concat", ["a", "b"], ["c"], axis=1), node("Relu", ["c"], ["y"])]
+    run = native_vs_interp(tmp_path, nodes, {"a": X, "b": b}, {"y": [1, 16, 12, 12]}, "INT8",
+                           asymmetric=True)  # fmt: skip
+    assert "tpu.Concat" in run.kinds
+    matches(run.got, run.expected, "INT8")
+
+
+def test_asymmetric_mul_of_activations_is_refused_in_one_line(tmp_path):
+    """The chip's INT8 Mul has no zero points (TPU-MLIR lowers an
+    asymmetric Mul in F32): one line naming the op, not wrong numbers."""
+    from tpuc.errors import TpucError
+
+    nodes = [node("Mul", ["a", "b"], ["y"])]
+    with pytest.raises(TpucError, match=r"tpu.Mul 'y.*asymmetric INT8 Mul") as info:
+        native_vs_interp(tmp_path, [*nodes], {"a": X, "b": X + 1}, {"y": X.shape}, "INT8",
+                         asymmetric=True)  # fmt: skip
+    assert "\n" not in str(info.value)

@@ -205,7 +205,10 @@ def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if quant_of(op.results[0]) is None:
             raise NotExpressible("mixed float and integer operands")
         if any(q.zero_point for q in map(quant_of, (*op.operands, op.results[0])) if q):
-            raise NotExpressible("asymmetric INT8 Mul (Mul.cpp sets no zero points)")
+            raise NotExpressible(
+                "asymmetric INT8 Mul (the chip's Mul has no zero points; TPU-MLIR lowers it "
+                "in F32: name it F32 in a --quantize_table)"
+            )
         multiplier = [int(m) for m in op.value("multiplier") or [1]]
         rshift = [int(r) for r in op.value("rshift") or [0]]
         if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:

@@ -18,7 +18,6 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw, round_mode
 from tpuc.passes.native.context import (
-    DTYPE_CODES,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -172,8 +171,9 @@ def concat(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 
 def fused_relu(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """A concat's fused relu, in place on its output (prelu with slope 0, as
-    a Relu op): nothing for an unsigned INT8 output with zero point 0, whose
-    saturation already clamps at 0."""
+    a Relu op): nothing for an INT8 output whose zero point is its storage
+    minimum (u8 with 0, asymmetric i8 with −128), whose saturation already
+    clamps there."""
     from tpuc.passes.native.active import ROUND_UP, PReluSpec
 
     if not op.value("do_relu"):
@@ -183,10 +183,10 @@ def fused_relu(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     limit = -1.0 if limit is None else float(limit)
     quant = quant_of(out)
     if quant is not None:
+        if quant.zero_point == quant.storage_min and limit < 0:
+            return []
         if quant.zero_point:
             raise NotExpressible("an asymmetric INT8 concat with a fused relu")
-        if dtype_code(out) == DTYPE_CODES["u8"] and limit < 0:
-            return []
         if limit >= 0:  # the clamp is on stored values
             limit = float(np.round(limit / quant.scale))
     spec = PReluSpec()
