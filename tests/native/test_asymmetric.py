@@ -110,7 +110,7 @@ def test_asymmetric_concat_with_fused_relu(tmp_path):
 def test_asymmetric_mul_of_activations_is_refused_in_one_line(tmp_path):
     """The chip's INT8 Mul has no zero points (TPU-MLIR lowers an
     asymmetric Mul in F32): one line naming the op, not wrong numbers."""
-    from tpuc.errors import TpucError
+    from tpuc.base.errors import TpucError
 
     nodes = [node("Mul", ["a", "b"], ["y"])]
     with pytest.raises(TpucError, match=r"tpu.Mul 'y.*asymmetric INT8 Mul") as info:

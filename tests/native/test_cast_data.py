@@ -25,7 +25,7 @@ GAINS = {"z": 4.0, "w": 0.25}
 def input_scale(module) -> float | None:
     """The scale the first input is quantized to (None in float modes)."""
     from tpuc.dialects import tpu
-    from tpuc.ir import main_function
+    from tpuc.ir.core import main_function
     from tpuc.passes.native.context import quant_of
 
     for op in main_function(module).body.block.ops:
@@ -147,7 +147,7 @@ def with_cast_round_mode(round_mode: str | None):
 
     def tweak(module) -> None:
         from tpuc.dialects import tpu
-        from tpuc.ir import main_function
+        from tpuc.ir.core import main_function
 
         for op in main_function(module).body.block.ops:
             if isinstance(op, tpu.CastOp) and round_mode is not None:
@@ -184,7 +184,7 @@ def test_half_cast_rounds_ties_with_its_round_mode(tmp_path, vendor, mode, round
 
 def test_half_cast_refuses_a_round_mode_the_chip_lacks(tmp_path, vendor):
     """HalfUp: the vendor's cast asserts; the native target says so first."""
-    from tpuc.errors import TpucError
+    from tpuc.base.errors import TpucError
 
     x = half_ties("F16")
     nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1])]
