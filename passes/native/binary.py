@@ -206,7 +206,7 @@ def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
             raise NotExpressible("mixed float and integer operands")
         if any(q.zero_point for q in map(quant_of, (*op.operands, op.results[0])) if q):
             raise NotExpressible(
-                "asymmetric INT8 Mul (the chip's Mul has no zero points; TPU-MLIR lowers it "
+                "asymmetric INT8 Mul (the chip's Mul has no zero points, and TPU-MLIR lowers it "
                 "in F32: name it F32 in a --quantize_table)"
             )
         multiplier = [int(m) for m in op.value("multiplier") or [1]]

@@ -183,9 +183,15 @@ def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> list[Native
         multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
         if len(multiplier) != 1 or len(rshift) != 1:
             raise NotExpressible("a batched INT8 matmul with per-column requant")
-        c.R_zp_is_const = True
-        c.izp_const_val = quant_of(op.operands[0]).zero_point
         right_q = quant_of(op.operands[1])
+        if quant_of(op.operands[0]).zero_point or (right_q is not None and right_q.zero_point):
+            raise NotExpressible(
+                "an asymmetric INT8 matmul of two activations (the chip's zero points "
+                "do not give Σ(q_l − Z_l)(q_r − Z_r), and TPU-MLIR lowers it in F32: name it "
+                "F32 in a --quantize_table)"
+            )
+        c.R_zp_is_const = True
+        c.izp_const_val = 0
         c.R_zp_const_val = right_q.zero_point if right_q is not None else 0
         out_q = quant_of(op.results[0])
         if out_q is None and not is_float(op.results[0]):

@@ -107,13 +107,24 @@ def test_asymmetric_concat_with_fused_relu(tmp_path):
     matches(run.got, run.expected, "INT8")
 
 
-def test_asymmetric_mul_of_activations_is_refused_in_one_line(tmp_path):
-    """The chip's INT8 Mul has no zero points (TPU-MLIR lowers an
-    asymmetric Mul in F32): one line naming the op, not wrong numbers."""
+REFUSED = {
+    "mul": ([node("Mul", ["a", "b"], ["y"])], {"a": X, "b": X + 1}, X.shape,
+            r"tpu.Mul 'y.*asymmetric INT8 Mul"),
+    "matmul": ([node("MatMul", ["a", "b"], ["y"])],
+               {"a": X[0, :2] + 1, "b": X[0, 2:4].transpose(0, 2, 1) - 0.5}, [2, 12, 12],
+               r"tpu.MatMul 'y.*asymmetric INT8 matmul of two activations"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_asymmetric_ops_tpu_mlir_runs_in_f32_are_refused_in_one_line(tmp_path, case):
+    """The chip's INT8 Mul has no zero points, and its batched matmul's do
+    not give Σ(q_l − Z_l)(q_r − Z_r) (measured: every value differed);
+    TPU-MLIR lowers both in F32 when asymmetric. One line naming the op,
+    not wrong numbers."""
     from tpuc.base.errors import TpucError
 
-    nodes = [node("Mul", ["a", "b"], ["y"])]
-    with pytest.raises(TpucError, match=r"tpu.Mul 'y.*asymmetric INT8 Mul") as info:
-        native_vs_interp(tmp_path, [*nodes], {"a": X, "b": X + 1}, {"y": X.shape}, "INT8",
-                         asymmetric=True)  # fmt: skip
+    nodes, feeds, out, pattern = REFUSED[case]
+    with pytest.raises(TpucError, match=pattern) as info:
+        native_vs_interp(tmp_path, nodes, feeds, {"y": out}, "INT8", asymmetric=True)
     assert "\n" not in str(info.value)
