@@ -326,6 +326,20 @@ def int8_spec(spec, op: Operation, table: np.ndarray, int32: bool = False) -> No
     spec.merge_coeff = 2
     if dtype_name(op.results[0]) == "u8":
         spec.common.if_relu = 1
+    if spec.common.if_relu and is_depthwise(op) and quant_of(op.results[0]).zero_point:
+        depthwise_relu(op, spec)
+
+
+def depthwise_relu(op: Operation, spec) -> None:
+    """The chip's INT8 depthwise kernel clamps a fused relu at stored 0, not
+    at Z_out (measured: every value of an asymmetric conv -> relu ->
+    depthwise conv -> relu chain differed). With Z_out the storage minimum
+    (an asymmetric relu output) the saturation is the clamp, so the kernel
+    runs without relu; any other zero point is refused."""
+    out = quant_of(op.results[0])
+    if out.zero_point != out.storage_min or spec.common.upper_limit >= 0:
+        raise NotExpressible("an asymmetric INT8 depthwise convolution with a fused relu")
+    spec.common.if_relu = 0
 
 
 def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[NativeCall]:

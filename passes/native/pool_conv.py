@@ -17,7 +17,7 @@ from xdsl.ir import Operation
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.context import NativeCall, NativeContext, NotExpressible, dtype_code
 from tpuc.passes.native.context import quant_of as _quant_of
-from tpuc.passes.native.conv import coeff_shape, pack_int8, raw_spec, round_mode
+from tpuc.passes.native.conv import coeff_shape, depthwise_relu, pack_int8, raw_spec, round_mode
 from tpuc.target.vendor.params import ConvGlobal
 
 MAX_KERNEL = 255  # the convolution's kernel sides are 8-bit fields in the commands
@@ -44,6 +44,8 @@ def avg_pool_as_conv(op: Operation, ctx: NativeContext, multiplier: int, rshift:
     common.pad_h_t, common.pad_w_l, common.pad_h_b, common.pad_w_r = pads
     common.if_relu = int(bool(op.value("do_relu")) or dtype_code(op.results[0]) == 3)
     common.upper_limit = -1.0
+    if common.if_relu and _quant_of(op.results[0]).zero_point:
+        depthwise_relu(op, spec)
     common.round_mode = round_mode(op)
     common.bias_sign = common.ipad_is_const = common.kzp_is_const = 1
     common.weight_is_coeff = 1

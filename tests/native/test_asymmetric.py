@@ -34,6 +34,16 @@ CONVS = {
                   [("w", weights([8, 1, 3, 3])), ("b", weights([8], 1.0))], [1, 8, 12, 12]),
     "grouped": ([node("Conv", ["a", "w", "b"], ["y"], pads=[1] * 4, group=2)],
                 [("w", weights([8, 4, 3, 3])), ("b", weights([8], 1.0))], [1, 8, 12, 12]),
+    # PP-OCR's block: conv + relu, then a depthwise conv + relu (stride 2x1)
+    # on the relu's output (zero point -128): the chip's depthwise relu clamps
+    # at stored 0, so it runs without and saturation clamps (conv.py)
+    "relu_depthwise_relu": ([node("Conv", ["a", "w1", "b1"], ["c"]), node("Relu", ["c"], ["r"]),
+                             node("Conv", ["r", "w", "b"], ["d"], pads=[1] * 4, group=8,
+                                  strides=[2, 1]),
+                             node("Relu", ["d"], ["y"])],
+                            [("w1", weights([8, 8, 1, 1])), ("b1", weights([8], 1.0)),
+                             ("w", weights([8, 1, 3, 3])), ("b", weights([8], 1.0))],
+                            [1, 8, 6, 12]),
 }  # fmt: skip
 
 
