@@ -22,7 +22,7 @@ from tpuc.isa import engine as isa
 from tpuc.isa.records import ENGINE_GDMA, ENGINE_TIU, SPACE_LOCAL, Command, Header, split_commands
 from tpuc.module_io import load_module
 from tpuc.passes.codegen.bmodel_builder import synced_phases
-from tpuc.passes.codegen.groups import group_plans
+from tpuc.passes.layer_group.attach import module_groups
 from tpuc.runtime import load_bmodel
 from tpuc.runtime.engine import CopyStep, EngineStep
 from tpuc.tools import model_deploy
@@ -41,6 +41,18 @@ def deploy(work: Path, name: str, out: Path, chip: str, mode: str, *extra: str) 
 def final(out: Path):
     module, _ = load_module(next(out.glob("*_final.mlir")))
     return module
+
+
+def group_plans(module) -> list[dict]:
+    """Each tpu.Group of a module (read back from `_final.mlir`): its ops'
+    names and slice counts."""
+    return [
+        {
+            "ops": [op.attributes["name"].data for op in g.layers()],
+            **dict(zip("nhw", g.secs, strict=True)),
+        }
+        for g in module_groups(module)
+    ]
 
 
 def streams(bmodel: Path) -> list[Command]:
@@ -72,7 +84,7 @@ def test_tiny_cnn_in_one_group(prepared, tmp_path, mode):  # noqa: F811
     out = deploy(prepared, "cnn", tmp_path, "bm1684x", mode)
     module = final(out)
     (plan,) = group_plans(module)
-    assert plan["ops"][1:] == ["r1", "r2", "s", "p"] and plan["hsecs"] == 1
+    assert plan["ops"][1:] == ["r1", "r2", "s", "p"] and plan["h"] == 1
     program = load_bmodel(out / "cnn.bmodel")
     steps = [s for _, subnet in program.subnets for s in subnet]
     assert all(isinstance(s, EngineStep | CopyStep) for s in steps)
@@ -182,7 +194,7 @@ def sliced(tmp_path_factory) -> Path:
 def test_h_slices_on_small_lanes_bit_exact(sliced, tmp_path, mode):
     out = deploy(sliced, "sliced", tmp_path, "cv183x", mode)
     plans = group_plans(final(out))
-    assert max(p["hsecs"] for p in plans) > 1
+    assert max(p["h"] for p in plans) > 1
     convs = [
         c
         for c in streams(out / "sliced.bmodel")
@@ -206,7 +218,7 @@ def batched(tmp_path_factory) -> Path:
 def test_n_slices_bit_exact(batched, tmp_path):
     out = deploy(batched, "sliced", tmp_path, "cv183x", "INT8")
     plans = group_plans(final(out))
-    assert max(p["nsecs"] for p in plans) > 1 and max(p["hsecs"] for p in plans) > 1
+    assert max(p["n"] for p in plans) > 1 and max(p["h"] for p in plans) > 1
 
 
 def test_opt_1_and_disabled(sliced, tmp_path):

@@ -9,10 +9,10 @@ import pytest
 from final_models import lowered
 
 from tpuc.dialects.base import from_attr
-from tpuc.ir import main_function
-from tpuc.module_state import state_of
 from tpuc.dialects.tpu import GroupOp, LoadOp, StoreOp
 from tpuc.dialects.tpu.group import local_of
+from tpuc.ir import main_function
+from tpuc.module_state import state_of
 from tpuc.passes.layer_group.attach import CYCLES_ATTR, clear, module_groups
 from tpuc.passes.registry import get_pass
 from tpuc.pipeline import run_passes

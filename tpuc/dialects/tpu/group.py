@@ -41,6 +41,7 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from tpuc.dialects import top
 from tpuc.dialects.tpu.group_attrs import LocalAttr, SlicesAttr
 
 LG_ATTR = "lg"
@@ -176,12 +177,19 @@ def _label(op: Operation) -> str:
 
 
 def _check_outer_operands(group: GroupOp, op: Operation) -> None:
+    """An op of the group reads loads and other ops of the group; from
+    outside only values without data (top.None), which are group operands."""
     inputs = set(group.inputs)
     for value in op.operands:
-        if value.owner.parent_op() is not group and value not in inputs:  # type: ignore[union-attr]
+        if value.owner.parent_op() is group:  # type: ignore[union-attr]
+            continue
+        if not isinstance(value.owner, top.NoneOp):
             raise VerifyException(
-                f"tpu.Group: {_label(op)} reads a value from outside the group that is "
-                "not a group operand"
+                f"tpu.Group: {_label(op)} reads a global value without a tpu.Load"
+            )
+        if value not in inputs:
+            raise VerifyException(
+                f"tpu.Group: {_label(op)} reads a value from outside that is not a group operand"
             )
 
 
