@@ -17,7 +17,7 @@ results are what it writes back. In the body, in this order:
 
 The group runs nsecs·hsecs·wsecs loop iterations (+ stages − 1 to drain the
 pipeline), each iteration all `timesteps`; an item of stage s works on the
-slice of s iterations earlier. docs/passes.md has an example.
+slice of s iterations earlier. docs/layer-group.md "In the IR" has an example.
 """
 
 from __future__ import annotations

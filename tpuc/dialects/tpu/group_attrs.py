@@ -2,8 +2,8 @@
 
 A group (`tpu.Group`, see `group`) runs its body once per slice index;
 these attributes say which part of each tensor a slice is and where it
-sits in local memory (per-lane byte addresses, docs/passes.md "Layer
-groups in the IR"):
+sits in local memory (per-lane byte addresses, docs/layer-group.md
+"In the IR"):
 
     #tpu.slices<n = [(0, 1)], h = [(0, 15), (13, 16)], w = [(0, 56)]>
         per axis, one (offset, size) per slice index along that axis;

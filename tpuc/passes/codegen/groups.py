@@ -1,7 +1,7 @@
 """Layer groups -> commands: the software-pipelined loop of each `tpu.Group`.
 
 The layer-group pass put each group in the IR (tpuc.dialects.tpu.group,
-docs/passes.md): its slice counts, its tpu.Load / tpu.Store ops (timestep,
+docs/layer-group.md): its slice counts, its tpu.Load / tpu.Store ops (timestep,
 stage, held flag, buffer, slices) and its ops with `#tpu.local` (timestep,
 buffer, slices, the slices they read, window pads per slice). A group runs
 `nsecs·hsecs·wsecs + 2` loop iterations (n outermost, then h, then w); in
