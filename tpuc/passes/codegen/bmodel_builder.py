@@ -195,10 +195,20 @@ def build_subnets(module: ModuleOp, returned: list[SSAValue], chip: Chip) -> lis
     return subnets
 
 
+def top_level(op: Operation) -> Operation:
+    """The op of the function body `op` is in (a load reading a value is
+    inside its tpu.Group)."""
+    parent = op.parent_op()
+    while isinstance(parent, GroupOp):
+        op, parent = parent, parent.parent_op()
+    return op
+
+
 def boundary(
     members: list[tuple[int, Operation]], returned: set[SSAValue]
 ) -> tuple[list[TensorDesc], list[TensorDesc]]:
-    """Tensors a subnet reads from outside and writes for outside (or returns)."""
+    """Tensors a subnet reads from outside and writes for outside (or returns);
+    members are the function body's ops (a group whole)."""
     inside = {op for _, op in members}
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
@@ -208,7 +218,7 @@ def boundary(
             if owner not in inside and not isinstance(owner, top.WeightOp | top.NoneOp):
                 reads[value] = None
         for value in op.results:
-            if value in returned or any(use.operation not in inside for use in value.uses):
+            if value in returned or any(top_level(u.operation) not in inside for u in value.uses):
                 writes[value] = None
     return [_desc(v) for v in reads], [_desc(v) for v in writes]
 
