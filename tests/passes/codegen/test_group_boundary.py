@@ -4,8 +4,8 @@ second group), so it is not a subnet output; only the returned value is."""
 
 from __future__ import annotations
 
-from tpuc.ir import main_function
-from tpuc.module_io import parse_module
+from tpuc.ir.core import main_function
+from tpuc.ir.module_io import parse_module
 from tpuc.passes.codegen.bmodel_builder import boundary, top_ops
 
 T = "tensor<1x64x8x8xf32>"
