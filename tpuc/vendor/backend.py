@@ -39,6 +39,17 @@ def open_lazily(path: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(path), handle=handle)
 
 
+_MOVE_ARGS = [
+    ctypes.c_int, ctypes.c_int, ctypes.c_uint64, *[ctypes.c_int] * 4, *[ctypes.c_uint32] * 8,
+    ctypes.c_int, ctypes.c_int, ctypes.c_int, _vp,
+]  # fmt: skip
+
+
+def _specs(tensors: list[bytes]) -> ctypes.Array:
+    """tensor_spec_t[] of the specs' bytes (72 bytes each)."""
+    return ctypes.create_string_buffer(b"".join(tensors) or b"\0", max(72 * len(tensors), 1))
+
+
 def _pointer_patched(param: bytes, pointers: list[tuple[int, bytes]], keep: list) -> ctypes.Array:
     """The param bytes with each (offset, payload) pointer field aimed at a
     worker-side copy of the payload (structs that hold `int *` arrays)."""
@@ -117,6 +128,58 @@ class BackendSession:
         buffer = _pointer_patched(param, pointers, keep)
         self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
         getattr(self.lib, function)(buffer, len(param), self.cmdid)
+
+    def run(self, commands: list[tuple]) -> int:
+        """Commands of a layer group (`tpuc.passes.native.local.emit`), in
+        order: ("local", name, function, param, pointers, sec_info, inputs,
+        outputs), ("move", name, args), ("divide",), ("merge",) or a
+        ("global", …) call; the cmd-id node's cycles they added."""
+        before = self.lib.get_cmd_id_cycle(self.cmdid)
+        for command in commands:
+            self._command(command)
+        return self.lib.get_cmd_id_cycle(self.cmdid) - before
+
+    def _command(self, command: tuple) -> None:
+        kind, rest = command[0], command[1:]
+        lib = self.lib
+        if kind == "divide":
+            lib.cmd_id_divide(self.cmdid, self.tiu, self.gdma)
+        elif kind == "merge":
+            lib.cmd_id_merge(self.cmdid, self.tiu, self.gdma)
+        elif kind == "move":
+            name, args = rest
+            lib.set_cmd_id_prefix(self.gdma, name.encode())
+            lib.tensor_stride_move_gen_cmd.argtypes = _MOVE_ARGS
+            lib.tensor_stride_move_gen_cmd(*args, self.gdma)
+        elif kind == "local":
+            name, function, param, pointers, sec_info, inputs, outputs = rest
+            keep: list = []
+            buffer = _pointer_patched(param, pointers, keep)
+            specs = [_specs(t) for t in (inputs, outputs)]
+            info = ctypes.create_string_buffer(sec_info, len(sec_info))
+            lib.set_cmd_id_prefix(self.tiu, name.encode())
+            getattr(lib, function)(buffer, len(param), info, specs[0], specs[1], self.tiu)
+        elif kind == "global":
+            self.call_global(*rest)
+        else:
+            raise TpucError(f"unknown group command {kind!r}")
+
+    def price(self, commands: list[tuple]) -> int:
+        """The cycles of `commands` with issuing off (TPU-MLIR's
+        CycleCalculator: nothing is stored, the chip model only counts), on
+        freshly reset nodes; issuing is back on afterwards."""
+        lib = self.lib
+        lib.forbid_store_cmd()
+        lib.forbid_atomic_cmodel()
+        for node in (self.cmdid, self.tiu, self.gdma):
+            lib.reset_cmd_id(node)
+        try:
+            return self.run(commands)
+        finally:
+            lib.sg_stas_reset()
+            for node in (self.cmdid, self.tiu, self.gdma):
+                lib.reset_cmd_id(node)
+            lib.allow_store_cmd()
 
     def end(self) -> dict:
         """Finish the subnet (after_codegen): its command groups, and the
