@@ -132,7 +132,8 @@ class BackendSession:
     def run(self, commands: list[tuple]) -> int:
         """Commands of a layer group (`tpuc.passes.native.local.emit`), in
         order: ("local", name, function, param, pointers, sec_info, inputs,
-        outputs), ("move", name, args), ("divide",), ("merge",) or a
+        outputs), ("plain_local", name, function, param), ("move", name, args),
+        ("divide",), ("merge",) or a
         ("global", …) call; the cmd-id node's cycles they added."""
         before = self.lib.get_cmd_id_cycle(self.cmdid)
         for command in commands:
@@ -159,6 +160,11 @@ class BackendSession:
             info = ctypes.create_string_buffer(sec_info, len(sec_info))
             lib.set_cmd_id_prefix(self.tiu, name.encode())
             getattr(lib, function)(buffer, len(param), info, specs[0], specs[1], self.tiu)
+        elif kind == "plain_local":  # the older local APIs: (param, size, tiu node)
+            name, function, param = rest
+            lib.set_cmd_id_prefix(self.tiu, name.encode())
+            buffer = ctypes.create_string_buffer(param, len(param))
+            getattr(lib, function)(buffer, len(param), self.tiu)
         elif kind == "global":
             self.call_global(*rest)
         else:

@@ -95,7 +95,7 @@ def group_commands(plan: GroupPlan, ctx: NativeContext) -> list[tuple]:
                     continue
                 if item.kind == COMPUTE:
                     op: Operation = item.target
-                    body.append(rule_of(op).command(op, ctx, plan, step))
+                    body += rule_of(op).command(op, ctx, plan, step)
                     continue
                 tensor = plan.tensors[item.target]
                 if tensor.held and step > 0:

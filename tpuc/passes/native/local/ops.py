@@ -91,7 +91,7 @@ class LocalRule:
     backward: Callable[[Operation, Slice], Slice]
     coeffs: Callable[[Operation, NativeContext], list[Coeff]]
     buffer: Callable[[Operation, GroupPlan], int]
-    command: Callable[[Operation, NativeContext, GroupPlan, int], tuple]
+    command: Callable[[Operation, NativeContext, GroupPlan, int], list[tuple]]
 
 
 LOCAL_RULES: Registry[type[Operation], LocalRule] = Registry("native local rules")
@@ -248,7 +248,7 @@ def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     return out.lane_bytes() * 4 // out.dtype_bytes
 
 
-def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> tuple:
+def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     from tpuc.passes.native.conv import coeff_table, conv_common, int8_spec
 
     ih, out_dims = nchw(op.operands[0])[2], nchw(op.results[0])
@@ -279,7 +279,7 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     inputs = [value_spec(plan, op.operands[0], step)]
     inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
     outputs = [value_spec(plan, op.results[0], step)]
-    return local_command(op, "backend_api_conv_local", param, info, inputs, outputs)
+    return [local_command(op, "backend_api_conv_local", param, info, inputs, outputs)]
 
 
 local_rule(tpu.Conv2DOp, rule=LocalRule(conv_backward, conv_coeffs, conv_buffer, conv_command))
@@ -289,8 +289,11 @@ local_rule(tpu.Conv2DOp, rule=LocalRule(conv_backward, conv_coeffs, conv_buffer,
 
 
 def add_check(op: Operation) -> None:
-    if len(op.operands) != 2 or not all(is_float(v) for v in (*op.operands, *op.results)):
-        raise NotExpressible("a local Add other than of two float tensors (not written yet)")
+    floats = all(is_float(v) for v in (*op.operands, *op.results))
+    if len(op.operands) != 2 or not (floats or all(map(quant_of, (*op.operands, op.results[0])))):
+        raise NotExpressible("a local Add other than of two float or two INT8 tensors")
+    if not floats:
+        int8_add_factors(op)
     if any(shape_of(v) != shape_of(op.results[0]) for v in op.operands):
         raise NotExpressible("a local Add with broadcast (not written yet)")
     coeff = op.value("coeff")
@@ -303,10 +306,74 @@ def add_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return []
 
 
-def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> tuple:
-    """bcbinary ADD on the slice (Add.cpp's local form)."""
+def int8_add_factors(op: Operation) -> tuple[list[int], int]:
+    """(multipliers, rshift) of an INT8 Add the local form writes: u8
+    multipliers, zero points 0 (the global rule's Σ Z·M term would need a
+    broadcast coefficient in local memory), no relu limit."""
+    multipliers = [int(m) for m in op.value("multiplier") or [1, 1]]
+    rshift = [int(r) for r in op.value("rshift") or [0]]
+    if len(multipliers) != 2 or len(rshift) != 1 or not all(0 <= m <= 255 for m in multipliers):
+        raise NotExpressible(f"a local INT8 Add with multipliers {multipliers} >> {rshift}")
+    if any(quant_of(v).zero_point for v in op.operands):
+        raise NotExpressible("a local INT8 Add of asymmetric inputs (not written yet)")
+    limit = op.value("relu_limit")
+    if op.value("do_relu") and limit is not None and float(limit) >= 0:
+        raise NotExpressible(f"a local INT8 Add with relu_limit {limit}")
+    return multipliers, rshift[0]
+
+
+def add_buffer(op: Operation, plan: GroupPlan) -> int:
+    """INT8: the int32 sum of the output slice (the global rule's scratch)."""
+    if is_float(op.results[0]):
+        return 0
+    out = plan.tensors[op.results[0]]
+    return out.lane_bytes() * 4 // out.dtype_bytes
+
+
+def int8_add_commands(op: Operation, plan: GroupPlan, step: int) -> list[tuple]:
+    """The global rule's INT8 Add on the slice: q0·M0 into the int32 buffer,
+    + q1·M1 (bcbinary, u8 scales, rshift 0, exact), then requant_int local
+    (multiplier 1, shift −r, the output zero point, the op's round mode)."""
+    from tpuc.passes.native.binary import BINARY_ADD, unsigned
+    from tpuc.passes.native.cast import round_mode
+    from tpuc.passes.native.requant import MULTIPLIER_SHIFT, RequantIntParam
+
+    multipliers, rshift = int8_add_factors(op)
+    info = sec_info(op, plan, step)
+    buffer = plan.local(op).buffer_addr
+    shape = shape_of(op.results[0])
+    ins = [value_spec(plan, v, step) for v in op.operands]
+    first_type = "u32" if unsigned(op.operands[0]) else "i32"
+    commands = []
+    for i, (lhs, rhs) in enumerate(((ins[0], ins[0]), (spec(None, "i32", shape, buffer), ins[1]))):
+        param = BcBinaryLocal()
+        common = param.spec.common
+        common.binary_type = BINARY_ADD
+        common.f8_scale_A = common.f8_scale_B = 1.0
+        common.if_relu = int(bool(op.value("do_relu")) and i == 1)
+        common.relu_upper_limit = -1.0
+        common.scale_A, common.scale_B = (multipliers[0], 0) if i == 0 else (1, multipliers[1])
+        out = spec(None, first_type if i == 0 else "i32", shape, buffer)
+        commands.append(local_command(op, "backend_api_bcbinary_local", param, info,
+                                      [lhs, rhs], [out]))  # fmt: skip
+    p = RequantIntParam()
+    p.input_addr, p.output_addr = buffer, plan.tensors[op.results[0]].addr_at(step)
+    p.n, p.c = info.out_n_slice, nchw(op.results[0])[1]
+    p.h, p.w = info.out_h_slice, info.out_w_slice
+    p.input_dtype, p.output_dtype = dtype_code_of("i32"), dtype_code_of(dtype_name(op.results[0]))
+    p.zx_value, p.offset_value = 0, quant_of(op.results[0]).zero_point
+    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
+    p.mul_value, p.shift_value = 1, -rshift
+    name = getattr(op, "names", ["op"])[0]
+    return [*commands, ("plain_local", name, "backend_api_requant_int_local", p.to_bytes())]
+
+
+def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    """bcbinary ADD on the slice (Add.cpp's local form); INT8 int8_add_commands."""
     from tpuc.passes.native.binary import BINARY_ADD, relu_fields
 
+    if not is_float(op.results[0]):
+        return int8_add_commands(op, plan, step)
     param = BcBinaryLocal()
     common = param.spec.common
     common.binary_type = BINARY_ADD
@@ -317,10 +384,10 @@ def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -
     info = sec_info(op, plan, step)
     inputs = [value_spec(plan, v, step) for v in op.operands]
     outputs = [value_spec(plan, op.results[0], step)]
-    return local_command(op, "backend_api_bcbinary_local", param, info, inputs, outputs)
+    return [local_command(op, "backend_api_bcbinary_local", param, info, inputs, outputs)]
 
 
-local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, no_buffer, add_command))
+local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, add_buffer, add_command))
 
 
 # --- Pool2D (max) -----------------------------------------------------------------------------
@@ -340,7 +407,7 @@ def pool_backward(op: Operation, out: Slice) -> Slice:
     return window_backward(op, out, kh, sh, 1, (op.value("pads") or [0, 0, 0, 0])[0])
 
 
-def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> tuple:
+def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     """pooling_local_spec_t over the slice: the global rule's fields, the pads
     per slice (Pool2D.cpp's local form)."""
     from tpuc.passes.native.conv import round_mode
@@ -361,7 +428,7 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     c.round_mode = round_mode(op)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]
-    return local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)
+    return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
 local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, no_buffer, pool_command))
