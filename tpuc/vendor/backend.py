@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from tpuc.errors import TpucError
+from tpuc.vendor.worker import COMMAND_MARK  # announces each group command in the log
 
 GMEM_SIZE = 0x1_0000_0000
 ENGINES = {"tiu": b"tiu:0:0", "gdma": b"gdma:0:0"}
@@ -143,6 +144,8 @@ class BackendSession:
     def _command(self, command: tuple) -> None:
         kind, rest = command[0], command[1:]
         lib = self.lib
+        if rest:  # names the op in the log, should the library kill the process on it
+            os.write(1, f"{COMMAND_MARK}{kind} of '{rest[0]}'\n".encode())
         if kind == "divide":
             lib.cmd_id_divide(self.cmdid, self.tiu, self.gdma)
         elif kind == "merge":
@@ -167,6 +170,8 @@ class BackendSession:
             getattr(lib, function)(buffer, len(param), self.tiu)
         elif kind == "global":
             self.call_global(*rest)
+        elif kind == "global_plain":
+            self.call_plain(*rest)
         else:
             raise TpucError(f"unknown group command {kind!r}")
 

@@ -108,6 +108,17 @@ def group_commands(plan: GroupPlan, ctx: NativeContext) -> list[tuple]:
     return commands
 
 
+def global_commands(op: Operation, calls) -> list[tuple]:
+    """An op's global NativeCalls as run commands (to price the same ops
+    as global layers beside their group)."""
+    name = getattr(op, "names", ["op"])[0]
+    return [
+        ("global_plain" if c.plain else "global", name, c.function, c.param, c.pointers,
+         c.inputs, c.outputs)
+        for c in calls
+    ]  # fmt: skip
+
+
 class GroupPricer:
     """The vendor's cycles for a group's commands, from a backend worker of
     its own (issuing off), cached by the commands."""
@@ -143,4 +154,4 @@ class GroupPricer:
         self.close()
 
 
-__all__ = ["GroupPricer", "group_commands", "local_strides", "move"]
+__all__ = ["GroupPricer", "global_commands", "group_commands", "local_strides", "move"]
