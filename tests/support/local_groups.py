@@ -1,0 +1,61 @@
+"""A small conv chain for tests/native/test_local_groups.py: conv(8->16,
+3x3, pad 1)+relu, conv(16->16, 3x3, pad 1)+relu, + a second input, on
+1x8x20x12 (20 rows to cut into H slices); `lowered` gives it finalized for
+the native target (layer-group off, every tensor in DDR) with its ops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+
+def chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of the chain, calibrated on 3 random samples."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(7)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c2"], ["r2"]),
+        node("Add", ["r2", "y"], ["z"]),
+    ]
+    inits = [
+        init("W1", (16, 8, 3, 3)),
+        init("B1", (16,), 1.0),
+        init("W2", (16, 16, 3, 3), 0.1),
+        init("B2", (16,), 1.0),
+    ]
+    inputs = [("x", [1, 8, 20, 12]), ("y", [1, 16, 20, 12])]
+    return transformed(work, "chain", nodes, inputs, "z", inits)
+
+
+def lowered(work: Path, mlir: str, table: str, mode: str):
+    """(module finalized for bm1684x with layer-group off, TPU interpreter
+    outputs on work/in.npz, inputs, [conv1, conv2, add])."""
+    from tpuc.deploy import lower
+    from tpuc.dialects import tpu
+    from tpuc.interp.tpu_interpreter import run_tpu
+    from tpuc.module_io import load_module
+    from tpuc.pipeline import finalize
+    from tpuc.weights import WeightStore
+
+    module, store = load_module(mlir)
+    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, None)
+    inputs = dict(np.load(work / "in.npz"))
+    expected = run_tpu(module, store, inputs)
+    finalize(module, WeightStore(store), "bm1684x", 2, True)
+    ops = [
+        op
+        for op in next(iter(module.ops)).body.block.ops
+        if isinstance(op, (tpu.Conv2DOp, tpu.AddOp))
+    ]
+    return module, expected, inputs, ops
