@@ -8,7 +8,8 @@ local memory and timesteps without the vendor.
 
 (a) the two convolutions (conv+relu, conv+relu) cut into H slices (1, 3,
     and 10 slices of 2 rows, where a slice's input starts at row 0
-    without being the first); (b) conv+relu+add with a second input.
+    without being the first); (b) conv+relu+add with a second input; and
+conv, max pools and a stride-2 conv over two images cut over N and H.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from local_groups import chain_onnx, lowered
+from local_groups import chain_onnx, lowered, pool_chain_onnx
 from native_models import check
 
 
@@ -27,7 +28,13 @@ def chain(tmp_path_factory):
     return work, *chain_onnx(work)
 
 
-def run_group(chain, mode: str, pick, hsecs: int, vendor):
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory):
+    work = tmp_path_factory.mktemp("local_pools")
+    return work, *pool_chain_onnx(work)
+
+
+def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1):
     """(group outputs, global native outputs, interpreter outputs, plan)."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import generate_native
@@ -36,7 +43,7 @@ def run_group(chain, mode: str, pick, hsecs: int, vendor):
 
     work, mlir, table = chain
     module, expected, inputs, ops = lowered(work, mlir, table, mode)
-    plan = plan_chain(pick(ops), NativeContext(module), hsecs=hsecs)
+    plan = plan_chain(pick(ops), NativeContext(module), hsecs=hsecs, nsecs=nsecs)
     outs = []
     for name, groups in (("group", [plan]), ("global", [])):
         path = work / f"{mode}_{name}_{hsecs}.bmodel"
@@ -72,6 +79,20 @@ def test_float_whole_chain(chain, vendor, mode):
     real, group, glob, expected, _ = run_group(chain, mode, lambda ops: ops, 5, vendor)
     check(real, expected, mode)
     same(group, glob)
+
+
+@pytest.mark.parametrize(
+    ("mode", "nsecs", "hsecs"), [("INT8", 2, 2), ("INT8", 1, 4), ("F16", 2, 3)]
+)
+def test_conv_pool_chain_in_n_and_h_slices(pools, vendor, mode, nsecs, hsecs):
+    """conv, 2x2/2 max pool, stride-2 conv, padded 3x3 max pool: one group
+    over two images, cut over N and H."""
+    real, group, glob, expected, plan = run_group(
+        pools, mode, lambda ops: ops, hsecs, vendor, nsecs
+    )
+    check(real, expected, mode)
+    same(group, glob)
+    assert plan.steps == nsecs * hsecs
 
 
 def test_price_is_the_vendor_cycles_of_the_emitted_commands(chain, vendor):

@@ -38,9 +38,38 @@ def chain_onnx(work: Path) -> tuple[str, str]:
     return transformed(work, "chain", nodes, inputs, "z", inits)
 
 
+def pool_chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of conv+relu, 2x2/2 max pool, 3x3/2 conv, 3x3/1
+    max pool with pad 1, on two 3x32x20 images."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(3)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node(
+            "Conv", ["p1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3], strides=[2, 2]
+        ),  # fmt: skip
+        node("MaxPool", ["c2"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4),
+    ]
+    inits = [
+        init("W1", (16, 3, 3, 3)),
+        init("B1", (16,), 1.0),
+        init("W2", (32, 16, 3, 3), 0.1),
+        init("B2", (32,), 1.0),
+    ]
+    return transformed(work, "pools", nodes, [("x", [2, 3, 32, 20])], "y", inits)
+
+
 def lowered(work: Path, mlir: str, table: str, mode: str):
     """(module finalized for bm1684x with layer-group off, TPU interpreter
-    outputs on work/in.npz, inputs, [conv1, conv2, add])."""
+    outputs on work/in.npz, inputs, its convs, adds and pools in order)."""
     from tpuc.deploy import lower
     from tpuc.dialects import tpu
     from tpuc.interp.tpu_interpreter import run_tpu
@@ -56,6 +85,6 @@ def lowered(work: Path, mlir: str, table: str, mode: str):
     ops = [
         op
         for op in next(iter(module.ops)).body.block.ops
-        if isinstance(op, (tpu.Conv2DOp, tpu.AddOp))
+        if isinstance(op, (tpu.Conv2DOp, tpu.AddOp, tpu.Pool2DOp))
     ]
     return module, expected, inputs, ops
