@@ -154,4 +154,38 @@ class GroupPricer:
         self.close()
 
 
-__all__ = ["GroupPricer", "global_commands", "group_commands", "local_strides", "move"]
+CUTS = ((1, 1), (1, 2), (1, 4), (1, 8))  # (nsecs, hsecs) cheapest_plan tries by default
+
+
+def cheapest_plan(ops, ctx: NativeContext, pricer: GroupPricer, candidates=CUTS
+                  ) -> tuple[GroupPlan, int]:  # fmt: skip
+    """The plan of `ops` over the (nsecs, hsecs) candidates that fit local
+    memory with the fewest vendor cycles, and those cycles: the planner's
+    price query at work (a candidate that cannot be cut or does not fit is
+    skipped; none fitting raises the last reason)."""
+    from tpuc.errors import TpucError
+    from tpuc.passes.native.local.chain import plan_chain
+
+    best, failure = None, None
+    for nsecs, hsecs in candidates:
+        try:
+            plan = plan_chain(ops, ctx, hsecs=hsecs, nsecs=nsecs)
+        except TpucError as exc:
+            failure = exc
+            continue
+        cycles = pricer.price_plan(plan, ctx)
+        if best is None or cycles < best[1]:
+            best = (plan, cycles)
+    if best is None:
+        raise failure
+    return best
+
+
+__all__ = [
+    "GroupPricer",
+    "cheapest_plan",
+    "global_commands",
+    "group_commands",
+    "local_strides",
+    "move",
+]
