@@ -71,8 +71,8 @@ def measure(case: Case, mode: str, vendor, pricer) -> tuple[int, tuple[int, int]
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import build_calls
     from tpuc.passes.native.local.emit import cheapest_plan, global_commands
-    from tpuc.pipeline import finalize
-    from tpuc.weights import WeightStore
+    from tpuc.workflow.pipeline import finalize
+    from tpuc.ir.weights import WeightStore
 
     with tempfile.TemporaryDirectory() as tmp:
         module, store = lowered(case, mode, Path(tmp))
@@ -88,7 +88,7 @@ def measure(case: Case, mode: str, vendor, pricer) -> tuple[int, tuple[int, int]
 
 def main(argv: list[str] | None = None) -> int:
     from tpuc.passes.native.local.emit import GroupPricer
-    from tpuc.vendor.fetch import locate
+    from tpuc.target.vendor.fetch import locate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="INT8,F16")

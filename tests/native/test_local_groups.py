@@ -39,7 +39,7 @@ def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1):
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import generate_native
     from tpuc.passes.native.local.chain import plan_chain
-    from tpuc.vendor.run import run_native
+    from tpuc.target.vendor.run import run_native
 
     work, mlir, table = chain
     module, expected, inputs, ops = lowered(work, mlir, table, mode)
@@ -102,7 +102,7 @@ def test_price_is_the_vendor_cycles_of_the_emitted_commands(chain, vendor):
     from tpuc.passes.native.emit import build_calls
     from tpuc.passes.native.local.chain import plan_chain
     from tpuc.passes.native.local.emit import GroupPricer, global_commands, group_commands
-    from tpuc.vendor.worker import Worker
+    from tpuc.target.vendor.worker import Worker
 
     work, mlir, table = chain
     module, _, _, ops = lowered(work, mlir, table, "INT8")
@@ -153,7 +153,7 @@ def test_plan_slices_memory_and_timesteps(chain):
 
 
 def test_plan_refuses_what_it_cannot_slice(chain):
-    from tpuc.errors import TpucError
+    from tpuc.base.errors import TpucError
     from tpuc.passes.native.context import NativeContext, NotExpressible
     from tpuc.passes.native.local.chain import plan_chain
 

@@ -1,0 +1,304 @@
+"""MatMul (TPU-MLIR Interfaces/BM1684X/MatMul.cpp, parseParam of Common/MatMul.cpp).
+
+- A weight right operand without batch ([K, N], or [1, …, K, N]) folds every
+  leading dim of the left operand into M and goes through the vendor's fc
+  call, `backend_api_fc_global` (`fc_global_spec_t`), as TPU-MLIR's does;
+  right as [K, N] (`R_transpose`: really [N, K]):
+  - F32: the f32 bias as lowering left it;
+  - F16/BF16: without a bias the call as is; with one, the result in f32
+    (the kernel then takes the f32 bias and adds it to its f32 sums) cast
+    once to the result type, tpuc's arithmetic (a half-float result would
+    want the bias rounded to f16/bf16);
+  - INT8 with one (multiplier, rshift) for all columns: the call's own
+    requant (MultiplierShift, the op's round mode), the int32 bias from
+    weight-reorder's merged table;
+  - INT8 per column (tpuc quantizes a weight per output column; the call
+    has one multiplier): the int32 product and bias, then requant_int per
+    channel of the [M, N, 1, 1] view (`per_column_fc`); with M = 1, or a
+    relu the requant's saturation does not do, the 1x1 convolution over M
+    images (`fc_as_conv`), which requantizes per channel itself;
+  - an int32 result (tpuc's float epilogue): the product and bias, then
+    epilogue.py's cast and per-column scale.
+- Two activations (or a batched right operand):
+  `backend_api_batch_matmul_global` (`batch_matmul_global_spec_t`) on
+  [B, M, K] x [B, K, N] (or [B, N, K]) -> [B, M, N]; INT8 with one multiplier
+  (`requant_mode = 2` MultiplierShift, `shift_val = -rshift`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Operation
+
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import shape_of
+from tpuc.ir.weights import read_weight
+from tpuc.passes.native.context import (
+    DTYPE_F32,
+    NativeCall,
+    NativeContext,
+    NotExpressible,
+    dtype_code,
+    dtype_name,
+    is_float,
+    quant_of,
+)
+from tpuc.passes.native.conv import (
+    DTYPE_I32,
+    coeff_shape,
+    coeff_table,
+    int8_spec,
+    pack_int8,
+    raw_spec,
+    round_mode,
+)
+from tpuc.passes.native.epilogue import channel_scales, check_f32, epilogue_calls
+from tpuc.passes.native.rules import native_rule
+from tpuc.target.vendor.params import ConvGlobal, FcGlobal, declare
+
+declare(
+    "batch_matmul_common_spec_t",
+    "i32 Y_dtype; i32 L_trans; i32 R_trans; bool R_zp_is_const; i32 R_zp_const_val; "
+    "i32 izp_const_val; bool has_bias; bool hdim_is_batch; bool do_relu; f32 upper_limit; "
+    "i32 requant_mode; i32 mul_val; i32 shift_val; i32 offset_val; i32 round_mode; "
+    "i32 left_reuse; bool fuse_rq",
+)
+BatchMatmulGlobal = declare("batch_matmul_global_spec_t", "batch_matmul_common_spec_t common")
+MULTIPLIER_SHIFT = 2  # RequantMode::MultiplierShift
+
+
+def has_bias(op: Operation) -> bool:
+    return not isinstance(op.operands[2].owner, top.NoneOp)
+
+
+def relu_limit(op: Operation) -> float:
+    limit = op.value("relu_limit")
+    return -1.0 if limit is None else float(limit)
+
+
+def fc_dims(op: Operation) -> tuple[int, int, int] | None:
+    """(M, K, N) when the right operand is a weight without batch, else None."""
+    left, right = shape_of(op.operands[0]), shape_of(op.operands[1])
+    if not isinstance(op.operands[1].owner, top.WeightOp) or math.prod(right[:-2]) != 1:
+        return None
+    k, n = right[-2:]
+    if op.value("right_transpose"):
+        k, n = n, k
+    return math.prod(left) // k, k, n
+
+
+@native_rule(tpu.MatMulOp)
+def matmul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    if op.value("left_transpose") or op.value("hdim_is_batch"):
+        raise NotExpressible("a transposed left operand (not written for the native target)")
+    dims = fc_dims(op)
+    floats = is_float(op.operands[0]) and is_float(op.results[0])
+    if not floats and quant_of(op.operands[0]) is None:
+        raise NotExpressible("a matmul of these types")
+    if dims is None:
+        return batch_matmul(op, ctx, floats)
+    if floats:
+        return float_fc(op, ctx, *dims)
+    return int8_fc(op, ctx, *dims)
+
+
+def fc_spec(op: Operation, n: int) -> FcGlobal:
+    """The fields of fc_global_spec_t every form shares (MatMul.cpp)."""
+    spec = FcGlobal()
+    spec.if_relu = bool(op.value("do_relu"))
+    spec.relu_limit = relu_limit(op)
+    spec.requant_mode = -1
+    spec.R_transpose = 0 if n == 1 else bool(op.value("right_transpose"))
+    return spec
+
+
+def right_spec(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
+    transposed = op.value("right_transpose") and n != 1
+    return ctx.spec(op.operands[1], (n, k) if transposed else (k, n))
+
+
+def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
+    """`backend_api_fc_global` with requant_mode −1. F16/BF16 with a bias:
+    the result in f32 (the kernel then takes lowering's f32 bias and adds it
+    to its f32 sums) cast once to the result type, tpuc's arithmetic; the
+    call's half-float result would want the bias in f16/bf16, rounded."""
+    spec = fc_spec(op, n)
+    spec.have_bias = has_bias(op)
+    inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
+    dtype = dtype_name(op.operands[0])
+    if spec.have_bias:
+        inputs.append(ctx.spec(op.operands[2], (1, n)))
+    if dtype == "f32" or not spec.have_bias:
+        return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                         outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+    from tpuc.passes.native.f32 import cast_call
+
+    wide = raw_spec(ctx.scratch(4 * m * n), DTYPE_F32, (m, n))
+    code = dtype_code(op.results[0])
+    return [
+        ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[wide]),
+        cast_call(ctx, op, wide, ctx.spec(op.results[0], (m, n)), (DTYPE_F32, code)),
+    ]
+
+
+def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
+    """INT8 `backend_api_fc_global`: the int32 bias from weight-reorder's
+    merged table; one (multiplier, rshift) for every column requantizes in
+    the call (MultiplierShift, the op's round mode); tpuc's per-column
+    requant (a weight quantized per output column) goes through the 1x1
+    convolution over M images (`fc_as_conv`), which requantizes per
+    channel; an int32 result (the float epilogue) takes the product and
+    bias from the call and scales per column in epilogue.py."""
+    table = coeff_table(op, n)
+    int32 = is_float(op.results[0])
+    per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
+    per_column = not int32 and not per_tensor
+    out_q = quant_of(op.results[0])
+    clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
+    if per_column and (m == 1 or op.value("do_relu") and (not clamps or relu_limit(op) >= 0)):
+        # M = 1: the requant's per-channel moves cost more than the convolution;
+        # a relu its saturation does not do
+        return fc_as_conv(op, ctx, m, k, n)
+    if int32:
+        check_f32(op)
+    spec = fc_spec(op, n)
+    in_q = quant_of(op.operands[0])
+    spec.is_asymmetric, spec.rzp_is_const = 1, 1
+    right_q = quant_of(op.operands[1])
+    spec.rzp_const_val = right_q.zero_point if right_q is not None else 0
+    spec.izp_const_val = in_q.zero_point
+    spec.have_bias = bool(np.any(table[:, 0] != 0))
+    inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
+    if spec.have_bias:
+        bias = ctx.coeffs.add(f"{op.names[0]}_bias_i32", table[:, 0].astype(np.int32))
+        inputs.append(raw_spec(bias, DTYPE_I32, (1, n)))
+    if int32:
+        spec.if_relu, spec.relu_limit = 0, -1.0
+        out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
+        fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
+        return [fc, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
+    if per_column:
+        return per_column_fc(op, ctx, spec, inputs, table, (m, n))
+    out_q = quant_of(op.results[0])
+    spec.requant_mode = MULTIPLIER_SHIFT
+    spec.mul_val, spec.shift_val = int(table[0, 1]), -int(table[0, 2])
+    spec.offset_val = out_q.zero_point
+    spec.round_mode = round_mode(op)
+    if dtype_name(op.results[0]) == "u8":
+        spec.if_relu = 1
+    return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                     outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def per_column_fc(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
+                  table: np.ndarray, dims: tuple[int, int]) -> list[NativeCall]:  # fmt: skip
+    """INT8 with one (multiplier, rshift) per column: the fc call's int32
+    product and bias, then requant_int per channel of the [M, N, 1, 1] view
+    (a column is a channel; [multiplier, −rshift, zero point] per column).
+    Exact, but the requant's moves of one-element channel planes cost more
+    than the product (a transposed product, Yᵀ = Wᵀ·Xᵀ, whose rows would
+    make whole planes, did not give the right values: left alone)."""
+    from tpuc.passes.native.requant import RequantIntParam
+
+    m, n = dims
+    spec.if_relu, spec.relu_limit = 0, -1.0
+    acc = ctx.scratch(4 * m * n)
+    calls = [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                      outputs=[raw_spec(acc, DTYPE_I32, (m, n))])]  # fmt: skip
+    out_q = quant_of(op.results[0])
+    quant = np.stack([table[:, 1], -table[:, 2], np.full(n, out_q.zero_point)], axis=1)
+    p = RequantIntParam()
+    p.input_addr, p.output_addr = acc, ctx.address(op.results[0])
+    p.requant_addr = ctx.coeffs.add(f"{op.names[0]}_requant", quant.astype(np.int32))
+    p.n, p.c, p.h, p.w = m, n, 1, 1
+    p.is_perchannel = True
+    p.input_dtype, p.output_dtype = DTYPE_I32, dtype_code(op.results[0])
+    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
+    calls.append(NativeCall("backend_api_requant_int_global", p.to_bytes(), plain=True))
+    return calls
+
+
+def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
+               ) -> list[NativeCall]:  # fmt: skip
+    """INT8 with per-column requant: a 1x1 convolution of [M, K, 1, 1] by
+    the filter [N, K], the per-channel requant in the merged coefficient."""
+    spec = ConvGlobal()
+    c = spec.common
+    c.groups = c.kh = c.kw = c.stride_h = c.stride_w = c.dh = c.dw = 1
+    c.input_c, c.output_c = k, n
+    c.if_relu = bool(op.value("do_relu"))
+    c.upper_limit = relu_limit(op)
+    c.round_mode = round_mode(op)
+    c.bias_sign = c.ipad_is_const = c.kzp_is_const = c.weight_is_coeff = 1
+    weight = np.asarray(read_weight(op.operands[1].owner)).reshape(-1)
+    filt = weight.reshape(n, k) if op.value("right_transpose") else weight.reshape(k, n).T
+    table = coeff_table(op, n)
+    int8_spec(spec, op, table)
+    coeff = pack_int8(table, quant_of(op.results[0]).zero_point, filt.reshape(n, k, 1),
+                      depthwise=False)  # fmt: skip
+    addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+    weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise=False))
+    inputs = [ctx.spec(op.operands[0], (m, k, 1, 1)), weights]
+    outputs = [ctx.spec(op.results[0], (m, n, 1, 1))]
+    return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
+
+
+def batch_dims(op: Operation) -> tuple[int, int, int, int]:
+    """(B, M, K, N) of a batched matmul whose operands share their batch dims."""
+    left, right, out = (shape_of(v) for v in (op.operands[0], op.operands[1], op.results[0]))
+    if len(left) < 2 or len(right) < 2 or left[:-2] != right[:-2]:
+        raise NotExpressible(f"a matmul of {list(left)} by {list(right)} (broadcast batch dims)")
+    m, k = left[-2:]
+    n = right[-2] if op.value("right_transpose") else right[-1]
+    return math.prod(out[:-2]), m, k, n
+
+
+def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> list[NativeCall]:
+    """`backend_api_batch_matmul_global` on [B, M, K] x [B, K, N]."""
+    b, m, k, n = batch_dims(op)
+    transpose = bool(op.value("right_transpose"))
+    spec = BatchMatmulGlobal()
+    c = spec.common
+    c.Y_dtype = dtype_code(op.results[0])
+    c.R_trans = transpose
+    c.has_bias = has_bias(op)
+    c.do_relu = bool(op.value("do_relu"))
+    c.upper_limit = relu_limit(op)
+    c.requant_mode = -1
+    if not floats:
+        if op.value("coeff_merged"):
+            raise NotExpressible("a batched INT8 matmul with per-column requant")
+        multiplier, rshift = op.value("multiplier") or [1], op.value("rshift") or [0]
+        if len(multiplier) != 1 or len(rshift) != 1:
+            raise NotExpressible("a batched INT8 matmul with per-column requant")
+        c.R_zp_is_const = True
+        c.izp_const_val = quant_of(op.operands[0]).zero_point
+        right_q = quant_of(op.operands[1])
+        c.R_zp_const_val = right_q.zero_point if right_q is not None else 0
+        out_q = quant_of(op.results[0])
+        if out_q is None and not is_float(op.results[0]):
+            raise NotExpressible("a batched INT8 matmul with a 32-bit result")
+        if out_q is not None:
+            c.requant_mode = MULTIPLIER_SHIFT
+            c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
+            c.round_mode = round_mode(op)
+    right = (b, n, k) if transpose else (b, k, n)
+    inputs = [ctx.spec(op.operands[0], (b, m, k)), ctx.spec(op.operands[1], right)]
+    if c.has_bias:
+        inputs.append(ctx.spec(op.operands[2], (1, 1, n)))
+    if floats or quant_of(op.results[0]) is not None:
+        outputs = [ctx.spec(op.results[0], (b, m, n))]
+        return [ctx.call("backend_api_batch_matmul_global", spec, op, inputs, outputs)]
+    # the float epilogue (epilogue.py): the int32 product, then cast and scale
+    check_f32(op)
+    if c.has_bias:
+        raise NotExpressible("a batched INT8 matmul with a bias and a float result")
+    c.Y_dtype, c.do_relu, c.upper_limit = DTYPE_I32, False, -1.0
+    outputs = [raw_spec(ctx.address(op.results[0]), DTYPE_I32, (b, m, n))]
+    scale = channel_scales(np.array([[0, multiplier[0], rshift[0]]], np.int64))
+    return [
+        ctx.call("backend_api_batch_matmul_global", spec, op, inputs, outputs),
+        *epilogue_calls(op, ctx, (b, m, 1, n), np.full(m, scale[0], np.float32)),
+    ]
