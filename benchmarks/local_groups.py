@@ -68,11 +68,11 @@ CUTS = ((1, 1), (1, 2), (1, 4), (1, 7), (1, 8), (1, 14), (1, 16))
 
 def measure(case: Case, mode: str, vendor, pricer) -> tuple[int, tuple[int, int], int]:
     from tpuc.dialects import tpu
+    from tpuc.ir.weights import WeightStore
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import build_calls
     from tpuc.passes.native.local.emit import cheapest_plan, global_commands
     from tpuc.workflow.pipeline import finalize
-    from tpuc.ir.weights import WeightStore
 
     with tempfile.TemporaryDirectory() as tmp:
         module, store = lowered(case, mode, Path(tmp))

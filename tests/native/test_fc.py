@@ -37,12 +37,12 @@ def functions(tmp_path, nodes, feeds, inits, mode) -> set[str]:
     """The backend functions the native rules call for the model."""
     from native_models import cali_table, save_onnx
 
-    from tpuc.workflow.deploy import lower
     from tpuc.frontends.onnx.converter import convert_onnx
+    from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import build_calls
+    from tpuc.workflow.deploy import lower
     from tpuc.workflow.pipeline import finalize, run_passes, transform_passes
-    from tpuc.ir.weights import WeightStore, attach_weights
 
     path = save_onnx(tmp_path / "f.onnx", nodes, feeds, ["y"], inits, 14)
     module, weights = convert_onnx(path, "f")

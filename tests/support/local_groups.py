@@ -70,12 +70,12 @@ def pool_chain_onnx(work: Path) -> tuple[str, str]:
 def lowered(work: Path, mlir: str, table: str, mode: str):
     """(module finalized for bm1684x with layer-group off, TPU interpreter
     outputs on work/in.npz, inputs, its convs, adds and pools in order)."""
-    from tpuc.workflow.deploy import lower
     from tpuc.dialects import tpu
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.module_io import load_module
-    from tpuc.workflow.pipeline import finalize
     from tpuc.ir.weights import WeightStore
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import finalize
 
     module, store = load_module(mlir)
     lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, None)

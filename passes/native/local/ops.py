@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
+from tpuc.base.registry import Registry
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw
@@ -31,7 +32,6 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.local.plan import GroupPlan, Slice
-from tpuc.base.registry import Registry
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
 
 ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32": 4, "i32": 4,
