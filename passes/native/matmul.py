@@ -13,10 +13,10 @@
     requant (MultiplierShift, the op's round mode), the int32 bias from
     weight-reorder's merged table;
   - INT8 per column (tpuc quantizes a weight per output column; the call
-    has one multiplier): the int32 product and bias, then requant_int per
-    channel of the [M, N, 1, 1] view (`per_column_fc`); with M = 1, or a
-    relu the requant's saturation does not do, the 1x1 convolution over M
-    images (`fc_as_conv`), which requantizes per channel itself;
+    has one multiplier): the int32 product and bias, transposed,
+    requant_int per channel, transposed back (`per_column_fc`); with M = 1,
+    or a relu the requant's saturation does not do, the 1x1 convolution
+    over M images (`fc_as_conv`), which requantizes per channel itself;
   - an int32 result (tpuc's float epilogue): the product and bias, then
     epilogue.py's cast and per-column scale.
 - Two activations (or a batched right operand):
@@ -194,30 +194,48 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
 
 def per_column_fc(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
                   table: np.ndarray, dims: tuple[int, int]) -> list[NativeCall]:  # fmt: skip
-    """INT8 with one (multiplier, rshift) per column: the fc call's int32
-    product and bias, then requant_int per channel of the [M, N, 1, 1] view
-    (a column is a channel; [multiplier, −rshift, zero point] per column).
-    Exact, but the requant's moves of one-element channel planes cost more
-    than the product (a transposed product, Yᵀ = Wᵀ·Xᵀ, whose rows would
-    make whole planes, did not give the right values: left alone)."""
+    """INT8 with one (multiplier, rshift) per column, M > 1: the fc call's
+    int32 product and bias [M, N]; transposed to [N, M]; requant_int per
+    channel of the [1, N, M, 1] view ([multiplier, −rshift, zero point] per
+    column); the 8-bit [N, M] transposed back into the result. Requant on
+    the [M, N, 1, 1] view instead (no transposes) is exact too, but moves
+    one-element channel planes: 3x the cycles at 64x256x256. (The
+    transposed product Yᵀ = Wᵀ·Xᵀ straight from the call, which would save
+    the first transpose, left all rows but the first at zero: not used.)"""
     from tpuc.passes.native.requant import RequantIntParam
 
     m, n = dims
     spec.if_relu, spec.relu_limit = 0, -1.0
-    acc = ctx.scratch(4 * m * n)
-    calls = [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
-                      outputs=[raw_spec(acc, DTYPE_I32, (m, n))])]  # fmt: skip
+    acc, acc_t, out_t = (ctx.scratch(4 * m * n, i) for i in range(3))
+    code = dtype_code(op.results[0])
     out_q = quant_of(op.results[0])
     quant = np.stack([table[:, 1], -table[:, 2], np.full(n, out_q.zero_point)], axis=1)
     p = RequantIntParam()
-    p.input_addr, p.output_addr = acc, ctx.address(op.results[0])
+    p.input_addr, p.output_addr = acc_t, out_t
     p.requant_addr = ctx.coeffs.add(f"{op.names[0]}_requant", quant.astype(np.int32))
-    p.n, p.c, p.h, p.w = m, n, 1, 1
+    p.n, p.c, p.h, p.w = 1, n, m, 1
     p.is_perchannel = True
-    p.input_dtype, p.output_dtype = DTYPE_I32, dtype_code(op.results[0])
+    p.input_dtype, p.output_dtype = DTYPE_I32, code
     p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
-    calls.append(NativeCall("backend_api_requant_int_global", p.to_bytes(), plain=True))
-    return calls
+    return [
+        ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                 outputs=[raw_spec(acc, DTYPE_I32, (m, n))]),
+        transposed(raw_spec(acc, DTYPE_I32, (1, 1, m, n)),
+                   raw_spec(acc_t, DTYPE_I32, (1, 1, n, m))),
+        NativeCall("backend_api_requant_int_global", p.to_bytes(), plain=True),
+        transposed(raw_spec(out_t, code, (1, 1, n, m)), ctx.spec(op.results[0], (1, 1, m, n))),
+    ]  # fmt: skip
+
+
+def transposed(src: bytes, dst: bytes) -> NativeCall:
+    """transpose_param_t swapping the last two dims (Permute.cpp's 4-D form)."""
+    from tpuc.passes.native.data import Transpose
+
+    t = Transpose()
+    for i, axis in enumerate((0, 1, 3, 2)):
+        t.spec.order[i] = axis
+    t.num_core = 1
+    return NativeCall("backend_api_transpose_global", t.to_bytes(), [src], [dst])
 
 
 def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int

@@ -5,7 +5,7 @@ interpreter, bit for bit in every mode:
 - INT8 whose columns share one multiplier (weights scaled alike per
   column): the call's own requant;
 - INT8 per column (tpuc's per-column weight scales), M > 1: the int32
-  product, then requant_int per channel of the [M, N, 1, 1] view;
+  product transposed, requant_int per channel, transposed back;
 and which call the rule chose."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ CASES = {
     "bf16 bias": ("BF16", False, True, False, "backend_api_fc_global"),
     "int8 one multiplier": ("INT8", True, True, False, "backend_api_fc_global"),
     "int8 one multiplier, transB": ("INT8", True, False, True, "backend_api_fc_global"),
-    "int8 per column": ("INT8", False, True, False, "backend_api_requant_int_global"),
+    "int8 per column": ("INT8", False, True, False, "backend_api_transpose_global"),
 }
 
 
@@ -76,4 +76,6 @@ def test_fc_call(tmp_path, case):
     (tmp_path / "calls").mkdir()
     used = functions(tmp_path / "calls", nodes, feeds, inits, mode)
     assert "backend_api_fc_global" in used and function in used
+    if function == "backend_api_transpose_global":
+        assert "backend_api_requant_int_global" in used
     assert "backend_api_conv_global" not in used
