@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from local_groups import chain_onnx, lowered, pool_chain_onnx
+from local_groups import chain_onnx, depthwise_chain_onnx, lowered, pool_chain_onnx
 from native_models import check
 
 
@@ -32,6 +32,12 @@ def chain(tmp_path_factory):
 def pools(tmp_path_factory):
     work = tmp_path_factory.mktemp("local_pools")
     return work, *pool_chain_onnx(work)
+
+
+@pytest.fixture(scope="module")
+def depthwise(tmp_path_factory):
+    work = tmp_path_factory.mktemp("local_depthwise")
+    return work, *depthwise_chain_onnx(work)
 
 
 def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1):
@@ -93,6 +99,16 @@ def test_conv_pool_chain_in_n_and_h_slices(pools, vendor, mode, nsecs, hsecs):
     check(real, expected, mode)
     same(group, glob)
     assert plan.steps == nsecs * hsecs
+
+
+@pytest.mark.parametrize("hsecs", [1, 3])
+def test_int8_depthwise_chain(depthwise, vendor, hsecs):
+    """conv, depthwise 3x3, depthwise 5x5 stride 2 over 80 channels (INT8;
+    a float depthwise is refused: the chip's half-float kernel rounds
+    otherwise than tpuc, the global rule computes it in f32)."""
+    real, group, glob, expected, _ = run_group(depthwise, "INT8", lambda ops: ops, hsecs, vendor)
+    check(real, expected, "INT8")
+    same(group, glob)
 
 
 def test_price_is_the_vendor_cycles_of_the_emitted_commands(chain, vendor):
@@ -165,6 +181,16 @@ def test_plan_refuses_what_it_cannot_slice(chain):
     cast = next(o for o in next(iter(module.ops)).body.block.ops if o.name == "tpu.Cast")
     with pytest.raises(NotExpressible, match="tpu.Cast .*no local rule"):
         plan_chain([cast], ctx)
+
+
+def test_float_depthwise_is_refused(depthwise):
+    from tpuc.passes.native.context import NativeContext, NotExpressible
+    from tpuc.passes.native.local.chain import plan_chain
+
+    work, mlir, table = depthwise
+    module, _, _, ops = lowered(work, mlir, table, "F16")
+    with pytest.raises(NotExpressible, match="float depthwise"):
+        plan_chain(ops, NativeContext(module))
 
 
 def test_sec_info_is_the_headers_local_sec_info_t():

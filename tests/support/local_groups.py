@@ -67,6 +67,43 @@ def pool_chain_onnx(work: Path) -> tuple[str, str]:
     return transformed(work, "pools", nodes, [("x", [2, 3, 32, 20])], "y", inits)
 
 
+def depthwise_chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of conv 8->80 + relu, depthwise 3x3 + relu,
+    depthwise 5x5 stride 2 pad 2 (80 channels: two planes on some lanes)."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(4)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3], group=80),
+        node("Relu", ["c2"], ["r2"]),
+        node(
+            "Conv",
+            ["r2", "W3", "B3"],
+            ["y"],
+            pads=[2] * 4,
+            kernel_shape=[5, 5],
+            strides=[2, 2],
+            group=80,
+        ),  # fmt: skip
+    ]
+    inits = [
+        init("W1", (80, 8, 3, 3)),
+        init("B1", (80,), 1.0),
+        init("W2", (80, 1, 3, 3)),
+        init("B2", (80,), 1.0),
+        init("W3", (80, 1, 5, 5), 0.2),
+        init("B3", (80,), 0.5),
+    ]
+    return transformed(work, "dw", nodes, [("x", [1, 8, 24, 16])], "y", inits)
+
+
 def lowered(work: Path, mlir: str, table: str, mode: str):
     """(module finalized for bm1684x with layer-group off, TPU interpreter
     outputs on work/in.npz, inputs, its convs, adds and pools in order)."""

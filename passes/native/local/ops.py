@@ -31,7 +31,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.local.plan import GroupPlan, Slice
+from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan, Slice
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
 
 ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32": 4, "i32": 4,
@@ -190,11 +190,13 @@ def conv_check(op: Operation) -> None:
     kernel = op.value("kernel_shape") or ()
     if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
         raise NotExpressible("a local convolution that is not 2-D")
-    if (op.value("group") or 1) != 1 or is_depthwise(op):
-        raise NotExpressible("a grouped convolution in a layer group (not written yet)")
+    quantized = quant_of(op.operands[0]) is not None
+    if (op.value("group") or 1) != 1 and not (is_depthwise(op) and quantized):
+        raise NotExpressible(
+            "a grouped or float depthwise convolution in a layer group (not written yet)"
+        )
     if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
         raise NotExpressible("a local convolution with stride or dilation above 15")
-    quantized = quant_of(op.operands[0]) is not None
     if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
         raise NotExpressible("a local INT8 convolution without an 8-bit result")
     if not quantized and not (is_float(op.operands[0]) and is_float(op.results[0])):
@@ -219,6 +221,7 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         coeff_table,
         filter_data,
         ic_blocks,
+        is_depthwise,
         pack_int8,
     )
 
@@ -227,9 +230,10 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     if quant_of(op.operands[0]) is not None:
         table = coeff_table(op, oc)
         zp = quant_of(op.results[0]).zero_point
-        coeff = pack_int8(table, zp, filter_data(op), depthwise=False)
+        depthwise = is_depthwise(op)
+        coeff = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
         addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
-        return [Coeff(addr, coeff_shape(coeff, depthwise=False), dtype_name(op.operands[1]))]
+        return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
     dtype = dtype_name(op.operands[0])
     blocked = ic_blocks(filter_data(op), 32)
     addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
@@ -241,11 +245,18 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
 
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
-    keeps the int32 sums of its output slice."""
+    keeps the int32 sums of its output slice (a depthwise one twice, and
+    its taps)."""
+    from tpuc.passes.native.conv import is_depthwise
+
     if quant_of(op.operands[0]) is None:
         return 0
     out = plan.tensors[op.results[0]]
-    return out.lane_bytes() * 4 // out.dtype_bytes
+    sums = out.lane_bytes() * 4 // out.dtype_bytes
+    if not is_depthwise(op):
+        return sums
+    kh, kw = op.value("kernel_shape")  # depthwise: a second int32 buffer and the taps
+    return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
 
 
 def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
