@@ -138,6 +138,22 @@ def test_price_is_the_vendor_cycles_of_the_emitted_commands(chain, vendor):
         assert alone > pricer.price(group_commands(plan_chain(ops, ctx), ctx))
 
 
+def test_a_crash_inside_a_group_names_the_op(vendor):
+    """A local call the library dies on (here a 1-byte conv param: SIGFPE)
+    ends the worker, not tpuc: one error naming the group and the op."""
+    from tpuc.base.errors import TpucError
+    from tpuc.target.vendor.worker import Worker
+
+    bad = ("local", "conv_7", "backend_api_conv_local", b"\0", [], bytes(96), [], [])
+    with Worker("backend", vendor.lib, "vendor backend") as worker:
+        worker.call("begin", "begin", False)
+        with pytest.raises(TpucError) as caught:
+            worker.call("the layer group of conv_7", "run", [("divide",), bad, ("merge",)])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "crashed on the layer group of conv_7 (local of 'conv_7')" in message
+
+
 # --- without the vendor ------------------------------------------------------------------------
 
 
