@@ -35,6 +35,12 @@ def pools(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def avg_pools(tmp_path_factory):
+    work = tmp_path_factory.mktemp("local_avg_pools")
+    return work, *pool_chain_onnx(work, "AveragePool")
+
+
+@pytest.fixture(scope="module")
 def depthwise(tmp_path_factory):
     work = tmp_path_factory.mktemp("local_depthwise")
     return work, *depthwise_chain_onnx(work)
@@ -99,6 +105,14 @@ def test_conv_pool_chain_in_n_and_h_slices(pools, vendor, mode, nsecs, hsecs):
     check(real, expected, mode)
     same(group, glob)
     assert plan.steps == nsecs * hsecs
+
+
+def test_int8_average_pools(avg_pools, vendor):
+    """The pool chain with average pools (INT8: u8 multiplier, half up; the
+    padded 3x3 counts its pad), two images in 2 x 2 slices."""
+    real, group, glob, expected, _ = run_group(avg_pools, "INT8", lambda ops: ops, 2, vendor, 2)
+    check(real, expected, "INT8")
+    same(group, glob)
 
 
 @pytest.mark.parametrize("hsecs", [1, 3])

@@ -38,9 +38,10 @@ def chain_onnx(work: Path) -> tuple[str, str]:
     return transformed(work, "chain", nodes, inputs, "z", inits)
 
 
-def pool_chain_onnx(work: Path) -> tuple[str, str]:
-    """(mlir, cali table) of conv+relu, 2x2/2 max pool, 3x3/2 conv, 3x3/1
-    max pool with pad 1, on two 3x32x20 images."""
+def pool_chain_onnx(work: Path, pool: str = "MaxPool") -> tuple[str, str]:
+    """(mlir, cali table) of conv+relu, 2x2/2 pool, 3x3/2 conv, 3x3/1 pool
+    with pad 1 (`pool`: MaxPool or AveragePool, counting the pad), on two
+    3x32x20 images."""
     from native_models import transformed
 
     rng = np.random.default_rng(3)
@@ -49,14 +50,15 @@ def pool_chain_onnx(work: Path) -> tuple[str, str]:
         return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
 
     node = helper.make_node
+    padded = {"count_include_pad": 1} if pool == "AveragePool" else {}
     nodes = [
         node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
         node("Relu", ["c1"], ["r1"]),
-        node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node(pool, ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
         node(
             "Conv", ["p1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3], strides=[2, 2]
         ),  # fmt: skip
-        node("MaxPool", ["c2"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4),
+        node(pool, ["c2"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4, **padded),
     ]
     inits = [
         init("W1", (16, 3, 3, 3)),

@@ -401,14 +401,26 @@ def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -
 local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, add_buffer, add_command))
 
 
-# --- Pool2D (max) -----------------------------------------------------------------------------
+# --- Pool2D (max; average in INT8 and F32) ------------------------------------------------
 
 
 def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    if op.value("pool_mode") == "Avg":
-        raise NotExpressible("a local average pooling (not written yet)")
-    if len(op.value("kernel_shape") or ()) != 2 or max(op.value("strides") or [1]) > 15:
+    """No coefficients; refuses what the global rule computes another way
+    (a half-float average in f32, an INT8 average over a window side above
+    7 as a convolution) and windows that are not 2-D with strides up to 15."""
+    from tpuc.passes.native.pool import MAX_INT8_SIDE, PoolingCommon, int8_avg
+
+    kernel = op.value("kernel_shape") or ()
+    if len(kernel) != 2 or max(op.value("strides") or [1]) > 15:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
+    if op.value("pool_mode") != "Avg":
+        return []
+    if dtype_name(op.operands[0]) in ("f16", "bf16"):
+        raise NotExpressible("a local half-float average pooling (the global rule sums in f32)")
+    if quant_of(op.operands[0]) is not None:
+        if max(kernel) > MAX_INT8_SIDE:
+            raise NotExpressible(f"a local INT8 average over a {kernel} window")
+        int8_avg(op, PoolingCommon())
     return []
 
 
@@ -437,6 +449,13 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     c.relu_limit = -1.0 if limit is None else float(limit)
     c.ceil_mode = bool(op.value("ceil_mode"))
     c.round_mode = round_mode(op)
+    if op.value("pool_mode") == "Avg":
+        from tpuc.passes.native.pool import int8_avg
+
+        c.is_avg_pooling = 1
+        c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
+        if quant_of(op.operands[0]) is not None:
+            int8_avg(op, c)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
