@@ -511,7 +511,7 @@ def native(req: Request, data: Loaded, out, path, written: list[Path]):
     from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
 
     if not req.disable_layer_group:
-        say("native target: every op a global layer (layer groups are not written natively yet)")
+        say("native target: every op a global layer (native layer groups are not planned yet)")
     say("weight-reorder, subnet-divide, address-assign, native codegen (vendor backend library)")
     compiled = native_codegen(data.module, data.store, req.chip, req.vendor)
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
