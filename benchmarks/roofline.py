@@ -110,12 +110,12 @@ def roofline(profile, param, mode: str) -> tuple[int, int, int]:
 
 def layer_groups(module) -> str:
     """'<groups> (≤<largest n·h·w>)' of a compiled module."""
-    from tpuc.passes.codegen.groups import group_plans
+    from tpuc.passes.layer_group.attach import module_groups
 
-    plans = group_plans(module)
-    if not plans:
+    groups = module_groups(module)
+    if not groups:
         return "0"
-    return f"{len(plans)} (≤{max(p['nsecs'] * p['hsecs'] * p['wsecs'] for p in plans)})"
+    return f"{len(groups)} (≤{max(math.prod(g.secs) for g in groups)})"
 
 
 def measure(files, target, repeat: int, threads: int, run: bool = True) -> Row:

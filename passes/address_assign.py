@@ -13,11 +13,11 @@ Layout, from `chip.gmem_start` up:
   operand it reads; reshape-family ops are in place (their result has their
   input's address, and codegen emits nothing for them).
 
-Layer groups (the `lg` attributes of the layer-group pass): a tensor only
-read and written inside its group lives in local memory and gets no
-address; a group's inputs and outputs live across the whole group (its
-loop loads slices of every input and stores slices of every output
-throughout), so their live ranges span the group's first to last op.
+Layer groups (`tpu.Group`, from the layer-group pass) are one op of the
+function body: the tensors inside a group live in local memory and get no
+address; the group's operands and results live in DDR across the whole
+group (its loop loads slices of every input and stores slices of every
+output throughout), as an op's operands and results overlap.
 
 Each address is the result type's tensor encoding,
 `tensor<1x64xf32, 4294971392 : i64>` (`address_of` reads it); top.None has
@@ -156,54 +156,6 @@ def pack(found: list[Buffer], sizes: list[int], alignment: int) -> tuple[list[in
     return [p.offset for p in items], max((p.end for p in items), default=0)
 
 
-# --- layer groups ------------------------------------------------------------------------
-
-
-def _group_of(op: Operation) -> int | None:
-    from tpuc.passes.layer_group.attach import OP_ATTR
-
-    found = op.attributes.get(OP_ATTR)
-    return None if found is None else found.data["group"].value.data  # type: ignore[union-attr]
-
-
-def group_internal(block) -> set[SSAValue]:
-    """Results of group ops read only inside their own group (not returned)."""
-    from tpuc.ir.core import body_ops
-
-    internal: set[SSAValue] = set()
-    for op in body_ops(block):
-        group = _group_of(op)
-        if group is None:
-            continue
-        for value in op.results:
-            users = [use.operation for use in value.uses]
-            if users and all(_group_of(u) == group for u in users):
-                internal.add(value)
-    return internal
-
-
-def widen_to_groups(block, active: list[Buffer]) -> None:
-    """Stretch the live range of every buffer a group reads or writes over
-    the group's whole span of ops."""
-    from tpuc.ir.core import body_ops
-
-    spans: dict[int, list[int]] = {}
-    touched: dict[SSAValue, set[int]] = {}
-    for i, op in enumerate(body_ops(block)):
-        group = _group_of(op)
-        if group is None:
-            continue
-        span = spans.setdefault(group, [i, i])
-        span[1] = i
-        for value in (*op.operands, *op.results):
-            touched.setdefault(value, set()).add(group)
-    for buffer in active:
-        groups = set().union(*(touched.get(v, set()) for v in buffer.values))
-        for group in groups:
-            buffer.start = min(buffer.start, spans[group][0])
-            buffer.end = max(buffer.end, spans[group][1])
-
-
 # --- the layout ----------------------------------------------------------------------------
 
 
@@ -233,9 +185,7 @@ def assign(block, chip: Chip) -> Layout:
     )
     neuron_addr = align_up(coeff_addr + coeff_size, REGION_ALIGN)
     found = buffers(block)
-    internal = group_internal(block)
-    active = [b for b in found if not b.constant and b.root not in internal]
-    widen_to_groups(block, active)
+    active = [b for b in found if not b.constant]
     sizes = [max(tensor_bytes(v) for v in b.values) for b in active]
     offsets, neuron_size = pack(active, sizes, chip.neuron_align)
     for buffer, offset in zip(active, offsets, strict=True):

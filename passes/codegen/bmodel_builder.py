@@ -22,6 +22,7 @@ from tpuc.base.dtypes import STORAGE
 from tpuc.base.errors import TpucError
 from tpuc.base.module_state import ModuleState, require_state
 from tpuc.dialects import top
+from tpuc.dialects.tpu import GroupOp, layer_ops
 from tpuc.dialects.traits import Leaf
 from tpuc.ir.core import main_function, tensor_names
 from tpuc.ir.module_io import module_attr
@@ -29,7 +30,7 @@ from tpuc.ir.weights import read_weight
 from tpuc.passes.address_assign import address_of
 from tpuc.passes.codegen.commands import no_command, op_commands, tensor_record
 from tpuc.passes.codegen.cpu_rules import cpu_commands
-from tpuc.passes.codegen.groups import group_phases, op_plan
+from tpuc.passes.codegen.groups import group_phases
 from tpuc.passes.subnet_divide import subnet_of
 from tpuc.target.bmodel import (
     BModel,
@@ -52,9 +53,24 @@ from tpuc.target.isa.records import (
 )
 
 
-def body_ops(module: ModuleOp) -> list[Operation]:
-    """func @main's ops in order, without the return (layer ids index this)."""
+def top_ops(module: ModuleOp) -> list[Operation]:
+    """func @main's ops in order, without the return: layer groups whole."""
     return [op for op in main_function(module).body.block.ops if not isinstance(op, func.ReturnOp)]
+
+
+def body_ops(module: ModuleOp) -> list[Operation]:
+    """The layers in program order, a group's ops in its place (layer ids
+    index this)."""
+    return list(layer_ops(top_ops(module)))
+
+
+def stored_results(module: ModuleOp) -> dict[SSAValue, SSAValue]:
+    """An op result a layer group stores -> the group's result (global)."""
+    found = {}
+    for op in top_ops(module):
+        if isinstance(op, GroupOp):
+            found.update(zip(op.stored_values(), op.results, strict=True))
+    return found
 
 
 def coefficients(module: ModuleOp, ops: Iterable[Operation]) -> tuple[bytes, list[Location]]:
@@ -131,35 +147,35 @@ def cmd_group(commands: list[Command]) -> CmdGroup:
 
 
 def tpu_phases(
-    members: list[tuple[int, Operation]], groups: dict[int, list[list[Command]]]
+    members: list[tuple[int, Operation]], groups: dict[GroupOp, list[list[Command]]]
 ) -> list[list[Command]]:
     """A TPU subnet's phases: a global layer's commands one by one, a layer
-    group's loop (at its first op) timestep by timestep."""
+    group's loop timestep by timestep."""
     phases: list[list[Command]] = []
-    emitted: set[int] = set()
     for layer_id, op in members:
-        info = op_plan(op)
-        if info is None:
+        if isinstance(op, GroupOp):
+            phases += groups[op]
+        else:
             phases += [[c] for c in op_commands(op, layer_id)]
-        elif info["group"] not in emitted:
-            emitted.add(info["group"])
-            phases += groups[info["group"]]
     return phases
 
 
-def build_subnets(
-    module: ModuleOp, ops: list[Operation], returned: list[SSAValue], chip: Chip
-) -> list[SubNet]:
+def build_subnets(module: ModuleOp, returned: list[SSAValue], chip: Chip) -> list[SubNet]:
+    """Members of a subnet are its global layers and groups (a group in the
+    subnet of its first op, numbered by it)."""
     modes = module_attr(module, "subnet_modes", None) or ["TPU"]
+    layer_ids = {op: i for i, op in enumerate(body_ops(module))}
     members: dict[int, list[tuple[int, Operation]]] = {i: [] for i in range(len(modes))}
-    for layer_id, op in enumerate(ops):
+    for op in top_ops(module):
         if op.has_trait(Leaf):
             continue
-        sid = subnet_of(op) or 0  # no subnet-divide attribute: the only subnet
+        first = op.layers()[0] if isinstance(op, GroupOp) else op
+        sid = subnet_of(first) or 0  # no subnet-divide attribute: the only subnet
         if sid not in members:
             raise TpucError(f"{op.name} '{tensor_names(op)[0]}' is in unknown subnet {sid}")
-        members[sid].append((layer_id, op))
-    groups = group_phases(module, ops, chip)
+        members[sid].append((layer_ids[first], op))
+    found = [op for op in top_ops(module) if isinstance(op, GroupOp)]
+    groups = group_phases(found, layer_ids, chip)
     subnets = []
     for sid, mode in enumerate(modes):
         inputs, outputs = boundary(members[sid], set(returned))
@@ -179,10 +195,20 @@ def build_subnets(
     return subnets
 
 
+def top_level(op: Operation) -> Operation:
+    """The op of the function body `op` is in (a load reading a value is
+    inside its tpu.Group)."""
+    parent = op.parent_op()
+    while isinstance(parent, GroupOp):
+        op, parent = parent, parent.parent_op()
+    return op
+
+
 def boundary(
     members: list[tuple[int, Operation]], returned: set[SSAValue]
 ) -> tuple[list[TensorDesc], list[TensorDesc]]:
-    """Tensors a subnet reads from outside and writes for outside (or returns)."""
+    """Tensors a subnet reads from outside and writes for outside (or returns);
+    members are the function body's ops (a group whole)."""
     inside = {op for _, op in members}
     reads: dict[SSAValue, None] = {}
     writes: dict[SSAValue, None] = {}
@@ -192,7 +218,7 @@ def boundary(
             if owner not in inside and not isinstance(owner, top.WeightOp | top.NoneOp):
                 reads[value] = None
         for value in op.results:
-            if value in returned or any(use.operation not in inside for use in value.uses):
+            if value in returned or any(top_level(u.operation) not in inside for u in value.uses):
                 writes[value] = None
     return [_desc(v) for v in reads], [_desc(v) for v in writes]
 
@@ -209,7 +235,7 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
     coeff, locations = coefficients(module, ops)
     returned = list(main_function(module).body.block.last_op.operands)
     inputs = [_desc(op.results[0]) for op in ops if isinstance(op, top.InputOp)]
-    subnets = build_subnets(module, ops, returned, get_chip(chip))
+    subnets = build_subnets(module, returned, get_chip(chip))
     parameter = NetParameter(
         inputs=inputs,
         outputs=[_desc(v) for v in returned],
@@ -232,12 +258,15 @@ def build_bmodel(module: ModuleOp, chip: str | None = None) -> BModel:
 
 def tensor_locations(module: ModuleOp) -> list[dict]:
     """Every activation's layer id, name, address and type (the debug json);
-    tensors inside a layer group live in local memory only and are not listed."""
+    tensors inside a layer group live in local memory only and are not listed
+    (those it stores are, at the group result's address)."""
     rows = []
+    stored = stored_results(module)
     for layer_id, op in enumerate(body_ops(module)):
         if isinstance(op, top.NoneOp | top.WeightOp):
             continue
         for value, name in zip(op.results, tensor_names(op), strict=True):
+            value = stored.get(value, value)
             if address_of(value) is None:
                 continue
             record = tensor_record(value, op)

@@ -3,8 +3,9 @@
 The planning half of TPU-MLIR's LayerGroup (docs/layer-group.md): which ops
 can be local (`rules`), how a run of them slices (`slicing`), its timestep
 table (`schedule`), its local-memory addresses (`allocate`), its cycles
-(`cost`), and the search for the cheapest runs (`search`). The pass writes
-the chosen groups into the IR (`attach`); it changes no op and no type.
+(`cost`), and the search for the cheapest runs (`search`). The pass moves
+each chosen group's ops into a `tpu.Group` with explicit loads and stores
+(`attach`; tpuc.dialects.tpu.group); it changes no op's meaning or type.
 It runs after subnet-divide and before address-assign (docs/passes.md).
 """
 
@@ -130,7 +131,6 @@ class LayerGroupPass(ModulePass):
         from tpuc.ir.core import main_function
         from tpuc.passes.finalize import module_chip
         from tpuc.passes.layer_group.attach import attach, clear
-        from tpuc.passes.layer_group.search import layers
 
         if self.opt not in (1, 2):
             raise TpucError(
@@ -144,7 +144,7 @@ class LayerGroupPass(ModulePass):
             ModuleState.TPU_DIVIDED,
         )
         chip = module_chip(op, self.name, self.chip)
-        clear(op, layers(main_function(op).body.block))
+        clear(op, main_function(op).body.block)
         found = plan_module(
             op, chip, self.opt, self.disable, explain=self.debug, float_slices=self.float_slices
         )

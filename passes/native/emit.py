@@ -14,6 +14,7 @@ happen to need it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import func
@@ -58,13 +59,33 @@ def _types(op: Operation) -> str:
     return f"({ins}) -> ({outs})"
 
 
-def build_calls(module: ModuleOp, ctx: NativeContext) -> list[tuple[Operation, list[NativeCall]]]:
-    """Every op's calls; raises one error listing all ops that cannot be expressed."""
+@dataclass(frozen=True)
+class GroupCall:
+    """A layer group's commands (tpuc.passes.native.local.emit), sent in one message."""
+
+    commands: list[tuple]
+    label: str
+
+
+def build_calls(module: ModuleOp, ctx: NativeContext, groups: Sequence = ()
+                ) -> list[tuple[Operation, list[NativeCall] | GroupCall]]:  # fmt: skip
+    """Every op's calls, a layer group's commands at its first op (`groups`:
+    GroupPlans); raises one error listing all ops that cannot be expressed."""
+    from tpuc.passes.native.local.emit import group_commands
+
     rules = load_rules()
     modes = list(module_attr(module, "subnet_modes", ["TPU"]))
     planned, refused = [], []
+    starts = {id(plan.ops[0].op): plan for plan in groups}
+    grouped = {id(lop.op) for plan in groups for lop in plan.ops}
     for op in main_function(module).body.block.ops:
         if isinstance(op, SKIPPED):
+            continue
+        if id(op) in starts:
+            plan = starts[id(op)]
+            label = "the layer group of " + ", ".join(_label(lop.op) for lop in plan.ops)
+            planned.append((op, GroupCall(group_commands(plan, ctx), label)))
+        if id(op) in grouped:
             continue
         rule = rules.get(type(op))
         try:
@@ -123,6 +144,9 @@ def run_backend(vendor: VendorPaths, planned, profile: bool = True) -> dict:
     with Worker("backend", vendor.lib, "vendor backend") as worker:
         worker.call("starting a subnet", "begin", profile)
         for op, calls in planned:
+            if isinstance(calls, GroupCall):
+                worker.call(calls.label, "run", calls.commands)
+                continue
             what = f"{op.name} {_label(op)}"
             name = getattr(op, "names", ["op"])[0]
             for call in calls:
@@ -132,16 +156,18 @@ def run_backend(vendor: VendorPaths, planned, profile: bool = True) -> dict:
         return worker.call("finishing the subnet", "end")
 
 
-def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True) -> NativeGenerated:
-    """The native bmodel of a TPU_ADDRESSED bm1684x module (weights attached)."""
+def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True,
+                    groups: Sequence = ()) -> NativeGenerated:  # fmt: skip
+    """The native bmodel of a TPU_ADDRESSED bm1684x module (weights attached);
+    `groups` (GroupPlans over its ops) run as layer groups in local memory."""
     require_state(module, "native codegen", ModuleState.TPU_ADDRESSED)
     chip = str(module_attr(module, "chip", "")).upper()
     if chip != "BM1684X":
         raise TpucError(f"the native target writes bm1684x bmodels; this module is for {chip}")
     sizing = NativeContext(module)
-    build_calls(module, sizing)
+    build_calls(module, sizing, groups)
     ctx = NativeContext(module, len(sizing.coeffs.blob))
-    planned = build_calls(module, ctx)
+    planned = build_calls(module, ctx, groups)
     inputs, outputs = _io(module, ctx)
     result = run_backend(vendor, planned, profile)
     groups = [
@@ -172,4 +198,4 @@ def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True)
     )
 
 
-__all__ = ["NativeGenerated", "build_calls", "generate_native", "run_backend"]
+__all__ = ["GroupCall", "NativeGenerated", "build_calls", "generate_native", "run_backend"]

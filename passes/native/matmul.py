@@ -1,21 +1,28 @@
 """MatMul (TPU-MLIR Interfaces/BM1684X/MatMul.cpp, parseParam of Common/MatMul.cpp).
 
 - A weight right operand without batch ([K, N], or [1, …, K, N]) folds every
-  leading dim of the left operand into M:
-  - F32: `backend_api_fc_global` (`fc_global_spec_t`), right as [K, N] (the
-    flag `R_transpose` says it is really [N, K]), bias [N] as lowering left it;
-  - F16/BF16/INT8: a 1x1 convolution over M images of K channels
-    (`backend_api_conv_global`, filter [N, K] packed as conv.py packs it):
-    F16/BF16 keep the f32 bias (the FC call wants it in f16/bf16, which
-    rounds it), and tpuc requantizes INT8 per output column, which the FC
-    call cannot (one `mul_val`/`shift_val`).
+  leading dim of the left operand into M and goes through the vendor's fc
+  call, `backend_api_fc_global` (`fc_global_spec_t`), as TPU-MLIR's does;
+  right as [K, N] (`R_transpose`: really [N, K]):
+  - F32: the f32 bias as lowering left it;
+  - F16/BF16: without a bias the call as is; with one, the result in f32
+    (the kernel then takes the f32 bias and adds it to its f32 sums) cast
+    once to the result type, tpuc's arithmetic (a half-float result would
+    want the bias rounded to f16/bf16);
+  - INT8 with one (multiplier, rshift) for all columns: the call's own
+    requant (MultiplierShift, the op's round mode), the int32 bias from
+    weight-reorder's merged table;
+  - INT8 per column (tpuc quantizes a weight per output column; the call
+    has one multiplier): the int32 product and bias, transposed,
+    requant_int per channel, transposed back (`per_column_fc`); with M = 1,
+    or a relu the requant's saturation does not do, the 1x1 convolution
+    over M images (`fc_as_conv`), which requantizes per channel itself;
+  - an int32 result (tpuc's float epilogue): the product and bias, then
+    epilogue.py's cast and per-column scale.
 - Two activations (or a batched right operand):
   `backend_api_batch_matmul_global` (`batch_matmul_global_spec_t`) on
   [B, M, K] x [B, K, N] (or [B, N, K]) -> [B, M, N]; INT8 with one multiplier
   (`requant_mode = 2` MultiplierShift, `shift_val = -rshift`).
-- An INT8 matmul with an f32 result (tpuc's float epilogue): the int32
-  product (the 1x1 convolution with `merge_coeff = 1`, or the batch matmul
-  with `Y_dtype` int32), then epilogue.py's cast and scale.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.ir.weights import read_weight
 from tpuc.passes.native.context import (
+    DTYPE_F32,
     NativeCall,
     NativeContext,
     NotExpressible,
@@ -41,7 +49,6 @@ from tpuc.passes.native.conv import (
     DTYPE_I32,
     coeff_shape,
     coeff_table,
-    ic_blocks,
     input_zero_point_bias,
     int8_spec,
     pack_int8,
@@ -93,31 +100,149 @@ def matmul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         raise NotExpressible("a matmul of these types")
     if dims is None:
         return batch_matmul(op, ctx, floats)
-    if dtype_name(op.operands[0]) == "f32":
-        return [float_fc(op, ctx, *dims)]
-    return fc_as_conv(op, ctx, *dims)
+    if floats:
+        return float_fc(op, ctx, *dims)
+    return int8_fc(op, ctx, *dims)
 
 
-def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> NativeCall:
-    """F32: `backend_api_fc_global`, requant_mode −1."""
+def fc_spec(op: Operation, n: int) -> FcGlobal:
+    """The fields of fc_global_spec_t every form shares (MatMul.cpp)."""
     spec = FcGlobal()
-    spec.have_bias = has_bias(op)
     spec.if_relu = bool(op.value("do_relu"))
     spec.relu_limit = relu_limit(op)
     spec.requant_mode = -1
     spec.R_transpose = 0 if n == 1 else bool(op.value("right_transpose"))
-    inputs = [ctx.spec(op.operands[0], (m, k)), ctx.spec(op.operands[1], (k, n))]
+    return spec
+
+
+def right_spec(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
+    transposed = op.value("right_transpose") and n != 1
+    return ctx.spec(op.operands[1], (n, k) if transposed else (k, n))
+
+
+def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
+    """`backend_api_fc_global` with requant_mode −1. F16/BF16 with a bias:
+    the result in f32 (the kernel then takes lowering's f32 bias and adds it
+    to its f32 sums) cast once to the result type, tpuc's arithmetic; the
+    call's half-float result would want the bias in f16/bf16, rounded."""
+    spec = fc_spec(op, n)
+    spec.have_bias = has_bias(op)
+    inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
+    dtype = dtype_name(op.operands[0])
     if spec.have_bias:
-        inputs.append(ctx.spec(op.operands[2]))
-    return ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
-                    outputs=[ctx.spec(op.results[0], (m, n))])  # fmt: skip
+        inputs.append(ctx.spec(op.operands[2], (1, n)))
+    if dtype == "f32" or not spec.have_bias:
+        return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                         outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+    from tpuc.passes.native.f32 import cast_call
+
+    wide = raw_spec(ctx.scratch(4 * m * n), DTYPE_F32, (m, n))
+    code = dtype_code(op.results[0])
+    return [
+        ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[wide]),
+        cast_call(ctx, op, wide, ctx.spec(op.results[0], (m, n)), (DTYPE_F32, code)),
+    ]
+
+
+def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
+    """INT8 `backend_api_fc_global`: the int32 bias from weight-reorder's
+    merged table; one (multiplier, rshift) for every column requantizes in
+    the call (MultiplierShift, the op's round mode); tpuc's per-column
+    requant (a weight quantized per output column) goes through the 1x1
+    convolution over M images (`fc_as_conv`), which requantizes per
+    channel; an int32 result (the float epilogue) takes the product and
+    bias from the call and scales per column in epilogue.py."""
+    table = coeff_table(op, n)
+    int32 = is_float(op.results[0])
+    per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
+    per_column = not int32 and not per_tensor
+    out_q = quant_of(op.results[0])
+    clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
+    if per_column and (m == 1 or op.value("do_relu") and (not clamps or relu_limit(op) >= 0)):
+        # M = 1: the requant's per-channel moves cost more than the convolution;
+        # a relu its saturation does not do
+        return fc_as_conv(op, ctx, m, k, n)
+    if int32:
+        check_f32(op)
+    spec = fc_spec(op, n)
+    in_q = quant_of(op.operands[0])
+    spec.is_asymmetric, spec.rzp_is_const = 1, 1
+    right_q = quant_of(op.operands[1])
+    spec.rzp_const_val = right_q.zero_point if right_q is not None else 0
+    spec.izp_const_val = in_q.zero_point
+    spec.have_bias = bool(np.any(table[:, 0] != 0))
+    inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
+    if spec.have_bias:
+        bias = ctx.coeffs.add(f"{op.names[0]}_bias_i32", table[:, 0].astype(np.int32))
+        inputs.append(raw_spec(bias, DTYPE_I32, (1, n)))
+    if int32:
+        spec.if_relu, spec.relu_limit = 0, -1.0
+        out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
+        fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
+        return [fc, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
+    if per_column:
+        return per_column_fc(op, ctx, spec, inputs, table, (m, n))
+    out_q = quant_of(op.results[0])
+    spec.requant_mode = MULTIPLIER_SHIFT
+    spec.mul_val, spec.shift_val = int(table[0, 1]), -int(table[0, 2])
+    spec.offset_val = out_q.zero_point
+    spec.round_mode = round_mode(op)
+    if dtype_name(op.results[0]) == "u8":
+        spec.if_relu = 1
+    return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                     outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def per_column_fc(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
+                  table: np.ndarray, dims: tuple[int, int]) -> list[NativeCall]:  # fmt: skip
+    """INT8 with one (multiplier, rshift) per column, M > 1: the fc call's
+    int32 product and bias [M, N]; transposed to [N, M]; requant_int per
+    channel of the [1, N, M, 1] view ([multiplier, −rshift, zero point] per
+    column); the 8-bit [N, M] transposed back into the result. Requant on
+    the [M, N, 1, 1] view instead (no transposes) is exact too, but moves
+    one-element channel planes: 3x the cycles at 64x256x256. (The
+    transposed product Yᵀ = Wᵀ·Xᵀ straight from the call, which would save
+    the first transpose, left all rows but the first at zero: not used.)"""
+    from tpuc.passes.native.requant import RequantIntParam
+
+    m, n = dims
+    spec.if_relu, spec.relu_limit = 0, -1.0
+    acc, acc_t, out_t = (ctx.scratch(4 * m * n, i) for i in range(3))
+    code = dtype_code(op.results[0])
+    out_q = quant_of(op.results[0])
+    quant = np.stack([table[:, 1], -table[:, 2], np.full(n, out_q.zero_point)], axis=1)
+    p = RequantIntParam()
+    p.input_addr, p.output_addr = acc_t, out_t
+    p.requant_addr = ctx.coeffs.add(f"{op.names[0]}_requant", quant.astype(np.int32))
+    p.n, p.c, p.h, p.w = 1, n, m, 1
+    p.is_perchannel = True
+    p.input_dtype, p.output_dtype = DTYPE_I32, code
+    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
+    return [
+        ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
+                 outputs=[raw_spec(acc, DTYPE_I32, (m, n))]),
+        transposed(raw_spec(acc, DTYPE_I32, (1, 1, m, n)),
+                   raw_spec(acc_t, DTYPE_I32, (1, 1, n, m))),
+        NativeCall("backend_api_requant_int_global", p.to_bytes(), plain=True),
+        transposed(raw_spec(out_t, code, (1, 1, n, m)), ctx.spec(op.results[0], (1, 1, m, n))),
+    ]  # fmt: skip
+
+
+def transposed(src: bytes, dst: bytes) -> NativeCall:
+    """transpose_param_t swapping the last two dims (Permute.cpp's 4-D form)."""
+    from tpuc.passes.native.data import Transpose
+
+    t = Transpose()
+    for i, axis in enumerate((0, 1, 3, 2)):
+        t.spec.order[i] = axis
+    t.num_core = 1
+    return NativeCall("backend_api_transpose_global", t.to_bytes(), [src], [dst])
 
 
 def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
                ) -> list[NativeCall]:  # fmt: skip
-    """A 1x1 convolution of [M, K, 1, 1] by the filter [N, K]: INT8 with the
-    per-channel requant in the merged coefficient, F16/BF16 with the filter
-    in blocks of 32 input channels and the f32 bias (conv.py's packing)."""
+    """INT8 with per-column requant: a 1x1 convolution of [M, K, 1, 1] by
+    the filter [N, K], the per-channel requant in the merged coefficient."""
     spec = ConvGlobal()
     c = spec.common
     c.groups = c.kh = c.kw = c.stride_h = c.stride_w = c.dh = c.dw = 1
@@ -128,29 +253,13 @@ def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
     c.bias_sign = c.ipad_is_const = c.kzp_is_const = c.weight_is_coeff = 1
     weight = np.asarray(read_weight(op.operands[1].owner)).reshape(-1)
     filt = weight.reshape(n, k) if op.value("right_transpose") else weight.reshape(k, n).T
-    inputs = [ctx.spec(op.operands[0], (m, k, 1, 1))]
-    if is_float(op.operands[0]):
-        c.has_bias = has_bias(op)
-        blocked = ic_blocks(np.ascontiguousarray(filt).reshape(n, k, 1), 32)
-        addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
-        inputs.append(raw_spec(addr, dtype_code(op.operands[1]), (1, n, 1, blocked[0].size)))
-        if c.has_bias:
-            inputs.append(ctx.spec(op.operands[2], (1, n, 1, 1)))
-    else:
-        table = input_zero_point_bias(op, coeff_table(op, n), filt.reshape(n, k, 1))
-        int32 = is_float(op.results[0])  # the float epilogue (epilogue.py)
-        if int32:
-            check_f32(op)
-        int8_spec(spec, op, table, int32)
-        zp = 0 if int32 else quant_of(op.results[0]).zero_point
-        coeff = pack_int8(table, zp, filt.reshape(n, k, 1), depthwise=False, requant=not int32)
-        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
-        shape = coeff_shape(coeff, depthwise=False)
-        inputs.append(raw_spec(addr, dtype_code(op.operands[1]), shape))
-        if int32:
-            out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n, 1, 1))
-            conv = ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=[out])
-            return [conv, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
+    table = input_zero_point_bias(op, coeff_table(op, n), filt.reshape(n, k, 1))
+    int8_spec(spec, op, table)
+    coeff = pack_int8(table, quant_of(op.results[0]).zero_point, filt.reshape(n, k, 1),
+                      depthwise=False)  # fmt: skip
+    addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+    weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise=False))
+    inputs = [ctx.spec(op.operands[0], (m, k, 1, 1)), weights]
     outputs = [ctx.spec(op.results[0], (m, n, 1, 1))]
     return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
 

@@ -63,3 +63,20 @@ def test_one_lstm_and_gru_step():
     g = x[0].astype(np.float64) @ w3[0].T
     z, cand = sig(g[:, :3]), np.tanh(g[:, 6:])
     np.testing.assert_allclose(h[0], (1 - z) * cand, rtol=1e-6)
+
+
+def test_matmul_does_not_depend_on_the_operands_memory_layout():
+    """The interpreter hands the kernel contiguous arrays, the simulator views
+    of its memory: the same values must give the same bits (a strided operand
+    once took numpy's non-BLAS loop, whose other summation order flipped F16
+    roundings between the two in an attention MatMul of PP-OCRv4 rec)."""
+    x = RNG.standard_normal((1, 8, 40, 72)).astype(np.float32)
+    r = RNG.standard_normal((1, 8, 72, 15)).astype(np.float32)
+    p = float_conv.MatMul()
+    contiguous = float_conv.matmul(p, x, r)
+    strided_x = np.swapaxes(np.swapaxes(x, -1, -2).copy(), -1, -2)  # same values, other strides
+    strided_r = np.asfortranarray(r)
+    assert not strided_x.flags.c_contiguous
+    np.testing.assert_array_equal(float_conv.matmul(p, strided_x, strided_r), contiguous)
+    ref = np.matmul(x.astype(np.float64), r.astype(np.float64))
+    np.testing.assert_allclose(contiguous, ref, rtol=1e-4, atol=1e-4)

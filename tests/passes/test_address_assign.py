@@ -245,29 +245,15 @@ def test_regions_alignment_and_reuse(net):
 
 def test_layer_groups_place_only_what_lives_in_ddr(net):
     module, _ = finalized(net, groups=True)
-    ops = [op for op in main_function(module).body.block.ops if not isinstance(op, func.ReturnOp)]
-    group = {
-        op: op.attributes["lg"].data["group"].value.data for op in ops if "lg" in op.attributes
-    }
-    assert group, "the net forms no layer group"
-    spans: dict[int, list[int]] = {}
-    for i, op in enumerate(ops):
-        if op in group:
-            spans.setdefault(group[op], [i, i])[1] = i
+    block = main_function(module).body.block
+    groups = [op for op in block.ops if isinstance(op, tpu.GroupOp)]
+    assert groups, "the net forms no layer group"
+    for group in groups:
+        inside = [v for op in group.block.ops for v in op.results]
+        assert all(address_of(v) is None for v in inside)  # local memory only
+        assert all(address_of(v) is not None for v in group.results)
+    # a group is one op of the body: its operands and results overlap
     ranges = live_ranges(module)
-    internal = 0
-    for value in list(ranges):
-        users = [u.operation for u in value.uses]
-        if value.owner in group and all(group.get(u) == group[value.owner] for u in users):
-            assert address_of(value) is None  # local memory only
-            del ranges[value]
-            internal += 1
-            continue
-        assert address_of(value) is not None
-        for g in {group[o] for o in (value.owner, *users) if o in group}:
-            start, end = ranges[value]
-            ranges[value] = (min(start, spans[g][0]), max(end, spans[g][1]))
-    assert internal > 0
     values = list(ranges)
     for i, a in enumerate(values):
         for b in values[i + 1 :]:

@@ -44,6 +44,9 @@ def tensor_names(op: Operation) -> list[str]:
     """The tensor names of an op's results (`name` / `result_names`, else made up)."""
     if isinstance(op, TensorOp):
         return op.names
+    names = getattr(op, "names", None)  # tpu.Group: the tensors it stores
+    if isinstance(names, list) and len(names) == len(op.results):
+        return names
     return [f"{op.name}_{i}" for i in range(len(op.results))]
 
 

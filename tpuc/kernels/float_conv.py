@@ -82,7 +82,7 @@ def matmul(p: MatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     r = f32(r)
     if p.right_transpose:
         r = np.swapaxes(r, -1, -2)
-    y = np.matmul(f32(x), r)
+    y = np.matmul(np.ascontiguousarray(f32(x)), np.ascontiguousarray(r))
     if b is not None:
         y += f32(b)
     return fused(p.relu, f32(y))

@@ -511,7 +511,7 @@ def native(req: Request, data: Loaded, out, path, written: list[Path]):
     from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
 
     if not req.disable_layer_group:
-        say("native target: every op a global layer (layer groups are not written natively yet)")
+        say("native target: every op a global layer (native layer groups are not planned yet)")
     say("weight-reorder, subnet-divide, address-assign, native codegen (vendor backend library)")
     compiled = native_codegen(data.module, data.store, req.chip, req.vendor)
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
@@ -526,14 +526,14 @@ def native(req: Request, data: Loaded, out, path, written: list[Path]):
 
 def group_summary(module) -> str:
     """'3 (ops 5, 12, 2; slices n x h x w 1x1x1, 1x4x1, 1x1x1)' or 'none'."""
-    from tpuc.passes.codegen.groups import group_plans
+    from tpuc.passes.layer_group.attach import module_groups
 
-    plans = group_plans(module)
-    if not plans:
+    groups = module_groups(module)
+    if not groups:
         return "none (every op a global layer)"
-    ops = ", ".join(str(len(p["ops"])) for p in plans)
-    secs = ", ".join(f"{p['nsecs']}x{p['hsecs']}x{p['wsecs']}" for p in plans)
-    return f"{len(plans)} (ops {ops}; slices n x h x w {secs})"
+    ops = ", ".join(str(len(g.layers())) for g in groups)
+    secs = ", ".join("x".join(map(str, g.secs)) for g in groups)
+    return f"{len(groups)} (ops {ops}; slices n x h x w {secs})"
 
 
 def estimate_latency(req: Request, bmodel: bytes) -> str:

@@ -2,8 +2,8 @@
 // the bmodel and its tensor_location.json, and leave the module as address-assign
 // left it. The bmodel then runs in the device simulator: r = relu(2·x).
 // Every op global here (disable_layer_group); with the default layer groups,
-// Mul and Relu form one group: its input x and its weight are loaded, m stays
-// in local memory and a is stored (GROUP).
+// Mul and Relu form one tpu.Group: its input x and its weight are loaded, m
+// stays in local memory and a is stored: the group's result (GROUP).
 // RUN: rm -rf %t && mkdir -p %t && cd %t
 // RUN: tpuc-opt %s -p 'finalize{disable_layer_group=true},codegen{output="m.bmodel" locations="m_tensor_location.json"}' | filecheck %s --check-prefix=IR
 // RUN: filecheck %s --check-prefix=LOC < m_tensor_location.json
@@ -36,9 +36,15 @@
 
 // SIM: [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]
 
-// GROUP:      module.layer_groups = [{id = 0 : i64, ops = ["m", "a"]
-// GROUP:      "tpu.Mul"{{.*}}name = "m"{{.*}} -> tensor<1x16xf32>
-// GROUP-NEXT: "tpu.Relu"{{.*}}name = "a"{{.*}} -> tensor<1x16xf32, {{[0-9]+}} : i64>
+// GROUP:      %[[G:.+]] = "tpu.Group"(%x, %w) ({
+// GROUP-NEXT: %[[X:.+]] = "tpu.Load"(%x)
+// GROUP-NEXT: %[[W:.+]] = "tpu.Load"(%w)
+// GROUP-NEXT: "tpu.Mul"(%[[X]], %[[W]]) {name = "m"{{.*}} -> tensor<1x16xf32>
+// GROUP-NEXT: %[[A:.+]] = "tpu.Relu"{{.*}}name = "a"{{.*}} -> tensor<1x16xf32>
+// GROUP-NEXT: %[[S:.+]] = "tpu.Store"(%[[A]])
+// GROUP-NEXT: "tpu.Yield"(%[[S]])
+// GROUP-NEXT: }) {{.*}} -> tensor<1x16xf32, {{[0-9]+}} : i64>
+// GROUP-NEXT: "tpu.Reshape"(%[[G]])
 // two TIU commands on local records; GDMA: load x, load w, store a
 // GROUP-CMDS: [(2, 3)]
 

@@ -1,5 +1,5 @@
-// address-assign after layer-group: a and b are read and written only inside
-// the group (local memory): no address. x (the group's input) and c (its
+// address-assign after layer-group: a, b and c are inside the tpu.Group
+// (local memory): no address; the group's result (c stored) has one. x (the group's input) and c (its
 // output) live in DDR over the whole group, so they do not share memory
 // (the loop loads x slices while it stores c slices): neuron_size 2 x 256 KiB
 // instead of 3 x 256 KiB with every op global.
@@ -9,16 +9,21 @@
 
 // CHECK:      module.neuron_size = 524288 : i64
 // CHECK:      "top.Input"{{.*}} -> tensor<1x64x32x32xf32, 4294967296 : i64>
-// CHECK-NEXT: "tpu.Relu"{{.*}}lg = {group = 0 : i64, pos = 0 : i64{{.*}} -> tensor<1x64x32x32xf32>
-// CHECK-NEXT: "tpu.Sigmoid"{{.*}}lg = {group = 0 : i64, pos = 1 : i64{{.*}} -> tensor<1x64x32x32xf32>
-// CHECK-NEXT: "tpu.Add"{{.*}}lg = {group = 0 : i64, pos = 2 : i64{{.*}} -> tensor<1x64x32x32xf32, 4295229440 : i64>
+// CHECK-NEXT: "tpu.Group"
+// CHECK-NEXT: "tpu.Load"{{.*}} -> tensor<1x64x32x32xf32>
+// CHECK-NEXT: "tpu.Relu"{{.*}} -> tensor<1x64x32x32xf32>
+// CHECK-NEXT: "tpu.Sigmoid"{{.*}} -> tensor<1x64x32x32xf32>
+// CHECK-NEXT: "tpu.Add"{{.*}} -> tensor<1x64x32x32xf32>
+// CHECK-NEXT: "tpu.Store"
+// CHECK-NEXT: "tpu.Yield"
+// CHECK-NEXT: }) {{.*}} -> tensor<1x64x32x32xf32, 4295229440 : i64>
 
 // GLOBAL:     module.neuron_size = 786432 : i64
 // GLOBAL:     "tpu.Relu"{{.*}} -> tensor<1x64x32x32xf32, {{[0-9]+}} : i64>
 
 // the finalize stage runs layer-group before address-assign
-// STAGE:      module.layer_groups = [{id = 0 : i64, ops = ["a", "b", "c"]
-// STAGE-SAME: module.neuron_size = 524288 : i64
+// STAGE:      module.neuron_size = 524288 : i64
+// STAGE:      "tpu.Group"
 
 builtin.module attributes {module.chip = "bm1684x", module.state = "TPU_DIVIDED"} {
   func.func @main(%arg0: tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32> {

@@ -8,18 +8,20 @@
 // (bank 7) is written while GDMA loads the next slice of x into banks 0-2.
 // r reuses x's bytes: x (loaded in the last timestep for the next slice) is
 // dead from c1's end until then.
+// (s's scratch buffer is at 0: `buffer_addr` is left out at its default.)
 // (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
 // RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 
-// CHECK: loads = [{tensor = "w2", ts = 1 : i64, stage = 1 : i64, held = true, addr = 25152 : i64, size = 576 : i64}, {tensor = "x", ts = 5 : i64, stage = 0 : i64, held = false, addr = 0 : i64, size = 9792 : i64
-// CHECK-SAME: {tensor = "w1", ts = 5 : i64, stage = 0 : i64, held = true, addr = 24576 : i64, size = 576 : i64}
-// CHECK-SAME: stores = [{tensor = "cat", ts = 0 : i64, stage = 2 : i64, held = false, addr = 28672 : i64, size = 1152 : i64
-// CHECK: name = "c1", {{.*}}out_addr = 12288 : i64, out_size = 9600 : i64
-// CHECK: name = "r", {{.*}}out_addr = 0 : i64, out_size = 9600 : i64
-// CHECK: name = "c2", {{.*}}out_addr = 12288 : i64, out_size = 2304 : i64
-// CHECK: name = "p", {{.*}}out_addr = 16384 : i64, out_size = 576 : i64
-// CHECK: name = "s", {{.*}}out_addr = 12288 : i64, out_size = 576 : i64, buffer_addr = 0 : i64, buffer_size = 1152 : i64
-// CHECK: name = "cat", {{.*}}out_addr = 28672 : i64, out_size = 1152 : i64
+// CHECK:      "tpu.Load"(%w2) {ts = 1 : i64, stage = 1 : i64, addr = 25152 : i64, size = 576 : i64, held}
+// CHECK-NEXT: "tpu.Load"(%x) {ts = 5 : i64, stage = 0 : i64, addr = 0 : i64, size = 9792 : i64,
+// CHECK-NEXT: "tpu.Load"(%w1) {ts = 5 : i64, stage = 0 : i64, addr = 24576 : i64, size = 576 : i64, held}
+// CHECK-NEXT: name = "c1", {{.*}}lg = #tpu.local<ts = 0, stage = 1, addr = 12288, size = 9600,
+// CHECK-NEXT: name = "r", {{.*}}lg = #tpu.local<ts = 1, stage = 1, addr = 0, size = 9600,
+// CHECK-NEXT: name = "c2", {{.*}}lg = #tpu.local<ts = 2, stage = 1, addr = 12288, size = 2304,
+// CHECK-NEXT: name = "p", {{.*}}lg = #tpu.local<ts = 3, stage = 1, addr = 16384, size = 576,
+// CHECK-NEXT: name = "s", {{.*}}lg = #tpu.local<ts = 4, stage = 1, addr = 12288, size = 576, buffer_size = 1152,
+// CHECK-NEXT: name = "cat", {{.*}}lg = #tpu.local<ts = 5, stage = 1, addr = 28672, size = 1152,
+// CHECK-NEXT: "tpu.Store"({{.*}}) {ts = 0 : i64, stage = 2 : i64,
 
 builtin.module attributes {module.chip = "cv183x", module.state = "TPU_LOWERED"} {
   func.func @main(%arg0: tensor<1x32x96x96xbf16>) -> tensor<1x64x24x24xbf16> {

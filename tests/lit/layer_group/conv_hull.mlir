@@ -7,10 +7,10 @@
 // (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
 // RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 
-// CHECK: ops = ["r", "a", "b", "y"], nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64
-// CHECK: name = "r", lg = {{{.*}} h = [0 : i64, 33 : i64, 31 : i64, 33 : i64], w = [0 : i64, 96 : i64]}}
-// CHECK: name = "a", {{.*}} h = [0 : i64, 32 : i64, 32 : i64, 32 : i64], w = [0 : i64, 96 : i64]}}
-// CHECK: name = "b", {{.*}} h = [0 : i64, 32 : i64, 32 : i64, 32 : i64], w = [0 : i64, 96 : i64], reads = [{operand = 0 : i64, n = [0 : i64, 1 : i64], h = [0 : i64, 32 : i64, 32 : i64, 32 : i64], w = [0 : i64, 96 : i64]}]}}
+// CHECK:      name = "r", lg = #tpu.local<{{.*}} h = [(0, 33), (31, 33)], w = [(0, 96)]>>
+// CHECK:      name = "a", {{.*}} h = [(0, 32), (32, 32)], w = [(0, 96)]>, pads = #tpu.pads<h = [(1, 0, 0), (0, 1, 0)], w = [(1, 1, 0)]>>
+// CHECK:      name = "b", {{.*}} h = [(0, 32), (32, 32)], w = [(0, 96)]>, pads = {{.*}}, reads = [#tpu.read<operand = 0, slices = #tpu.slices<n = [(0, 1)], h = [(0, 32), (32, 32)], w = [(0, 96)]>>]>
+// CHECK:      }) {nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64
 
 builtin.module attributes {module.chip = "cv183x", module.state = "TPU_LOWERED"} {
   func.func @main(%arg0: tensor<1x32x64x96xbf16>) -> tensor<1x32x64x96xbf16> {

@@ -8,25 +8,29 @@
 //   conv 3x3 s1 p1:         [0,49) -> [-1,50) -> [0,50); [46,96) -> [45,96): 51 rows
 // Top padding only applies to the slice starting at row 0 (its unclamped
 // start is -1 or -2), bottom padding only to the one ending at 96.
-// Ranges print as flat [start0, size0, start1, size1].
+// Slices print as (offset, size) per slice index; pads as (begin, end, output
+// padding) per slice index.
 // (f32 convs: float_slices=true lets them slice; deploy keeps float GEMM convs whole.)
 // RUN: tpuc-opt %s -p 'layer-group{float_slices=true}' | filecheck %s
 // RUN: tpuc-opt %s -p 'layer-group{disable=true}' | filecheck %s --check-prefix=OFF
 // RUN: not tpuc-opt %s -p 'layer-group{opt=3}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: tpuc-opt %s -p 'layer-group{debug=true float_slices=true}' -o %t 2>&1 | filecheck %s --check-prefix=DEBUG
 
-// CHECK: module.layer_groups = [{id = 0 : i64, ops = ["c1", "r", "c2", "p", "s", "cat"], nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64, stages = 3 : i64
-// CHECK-SAME: loads = [{tensor = "w2", {{.*}} held = true{{.*}}}, {tensor = "x", {{.*}} h = [0 : i64, 50 : i64, 45 : i64, 51 : i64], w = [0 : i64, 96 : i64]}
-// CHECK-SAME: stores = [{tensor = "cat", {{.*}} h = [0 : i64, 12 : i64, 12 : i64, 12 : i64]
-// CHECK: name = "c1", {{.*}} lg = {{{.*}} h = [0 : i64, 49 : i64, 46 : i64, 50 : i64], w = [0 : i64, 96 : i64]}
-// CHECK: name = "r", lg = {{{.*}} h = [0 : i64, 49 : i64, 46 : i64, 50 : i64]
-// CHECK: name = "c2", {{.*}} lg = {{{.*}} h = [0 : i64, 24 : i64, 24 : i64, 24 : i64], w = [0 : i64, 48 : i64]}
-// CHECK: name = "p", {{.*}} lg = {{{.*}} h = [0 : i64, 12 : i64, 12 : i64, 12 : i64]
-// CHECK: name = "s", lg = {{{.*}} h = [0 : i64, 12 : i64, 12 : i64, 12 : i64]
-// CHECK: name = "cat", {{.*}} lg = {{{.*}} h = [0 : i64, 12 : i64, 12 : i64, 12 : i64]
+// CHECK:      %cat = "tpu.Group"(%x, %w1, %none, %w2) ({
+// CHECK-NEXT: "tpu.Load"(%w2) {{{.*}} held}
+// CHECK-NEXT: "tpu.Load"(%x) {{{.*}} slices = #tpu.slices<n = [(0, 1)], h = [(0, 50), (45, 51)], w = [(0, 96)]>}
+// CHECK-NEXT: "tpu.Load"(%w1) {{{.*}} held}
+// CHECK-NEXT: name = "c1", {{.*}} lg = #tpu.local<{{.*}} slices = #tpu.slices<n = [(0, 1)], h = [(0, 49), (46, 50)], w = [(0, 96)]>, pads = #tpu.pads<h = [(1, 0, 0), (0, 1, 0)], w = [(1, 1, 0)]>>
+// CHECK-NEXT: name = "r", lg = #tpu.local<{{.*}} h = [(0, 49), (46, 50)]
+// CHECK-NEXT: name = "c2", {{.*}} lg = #tpu.local<{{.*}} h = [(0, 24), (24, 24)], w = [(0, 48)]>, pads = #tpu.pads<h = [(2, 0, 0), (0, 2, 0)], w = [(2, 2, 0)]>>
+// CHECK-NEXT: name = "p", {{.*}} lg = #tpu.local<{{.*}} h = [(0, 12), (12, 12)]
+// CHECK-NEXT: name = "s", lg = #tpu.local<{{.*}} h = [(0, 12), (12, 12)]
+// CHECK-NEXT: name = "cat", {{.*}} lg = #tpu.local<{{.*}} h = [(0, 12), (12, 12)]
+// CHECK-NEXT: "tpu.Store"({{.*}}) {{{.*}} slices = #tpu.slices<n = [(0, 1)], h = [(0, 12), (12, 12)], w = [(0, 24)]>}
+// CHECK:      }) {nsecs = 1 : i64, hsecs = 2 : i64, wsecs = 1 : i64, stages = 3 : i64
 
-// OFF: module.layer_groups = [], module.layer_group_cycles = [[[CYCLES:[0-9]+]] : i64, [[CYCLES]] : i64]
-// OFF-NOT: lg =
+// OFF: module.layer_group_cycles = [[[CYCLES:[0-9]+]] : i64, [[CYCLES]] : i64]
+// OFF-NOT: tpu.Group
 
 // DEBUG: layer-group: 1 groups of 6/6 layers (ops per group [6]; slices n x h x w: 1x2x1); estimated [[C:[0-9]+]] cycles, all-global {{[0-9]+}}
 // DEBUG-NEXT: layer-group:   c1..cat (6 ops): the last layer

@@ -8,15 +8,17 @@
 // the previous slice; w2 while r computes.
 // RUN: tpuc-opt %s -p layer-group | filecheck %s
 
-// CHECK: timesteps = [{tiu = [], load = ["x"], store = []}, {tiu = ["c1"], load = [], store = ["a"]}, {tiu = ["r"], load = ["w2"], store = []}, {tiu = ["c2"], load = [], store = []}, {tiu = ["a"], load = ["w1"], store = []}]
-// CHECK-SAME: loads = [{tensor = "x", ts = 0 : i64, stage = 1 : i64,
-// CHECK-SAME: {tensor = "w2", ts = 2 : i64, stage = 1 : i64,
-// CHECK-SAME: {tensor = "w1", ts = 4 : i64, stage = 0 : i64,
-// CHECK-SAME: stores = [{tensor = "a", ts = 1 : i64, stage = 2 : i64,
-// CHECK: name = "c1", {{.*}}lg = {group = 0 : i64, pos = 0 : i64, ts = 1 : i64, stage = 1 : i64
-// CHECK: name = "r", lg = {group = 0 : i64, pos = 1 : i64, ts = 2 : i64
-// CHECK: name = "c2", {{.*}}lg = {group = 0 : i64, pos = 2 : i64, ts = 3 : i64
-// CHECK: name = "a", lg = {group = 0 : i64, pos = 3 : i64, ts = 4 : i64
+// CHECK:      "tpu.Group"(%x, %w1, %none, %w2) ({
+// CHECK-NEXT: "tpu.Load"(%x) {ts = 0 : i64, stage = 1 : i64,
+// CHECK-NEXT: "tpu.Load"(%w2) {ts = 2 : i64, stage = 1 : i64,
+// CHECK-NEXT: "tpu.Load"(%w1) {ts = 4 : i64, stage = 0 : i64,
+// CHECK-NEXT: name = "c1", {{.*}}lg = #tpu.local<ts = 1, stage = 1,
+// CHECK-NEXT: name = "r", lg = #tpu.local<ts = 2, stage = 1,
+// CHECK-NEXT: name = "c2", {{.*}}lg = #tpu.local<ts = 3, stage = 1,
+// CHECK-NEXT: name = "a", lg = #tpu.local<ts = 4, stage = 1,
+// CHECK-NEXT: "tpu.Store"(%{{.*}}) {ts = 1 : i64, stage = 2 : i64,
+// CHECK-NEXT: "tpu.Yield"
+// CHECK-NEXT: }) {nsecs = 1 : i64, hsecs = 1 : i64, wsecs = 1 : i64, stages = 3 : i64, timesteps = 5 : i64
 
 builtin.module attributes {module.chip = "cv183x", module.state = "TPU_LOWERED"} {
   func.func @main(%arg0: tensor<1x32x48x48xbf16>) -> tensor<1x32x48x48xbf16> {

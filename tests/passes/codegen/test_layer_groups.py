@@ -19,7 +19,7 @@ from tiny_cnn import prepared, transform_and_calibrate  # noqa: F401
 from tpuc.base.errors import TpucError
 from tpuc.ir.module_io import load_module
 from tpuc.passes.codegen.bmodel_builder import synced_phases
-from tpuc.passes.codegen.groups import group_plans
+from tpuc.passes.layer_group.attach import module_groups
 from tpuc.target.bmodel import load_bmodel_file, write_bmodel
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
@@ -48,6 +48,18 @@ def deploy(work: Path, name: str, out: Path, chip: str, mode: str, *extra: str) 
 def final(out: Path):
     module, _ = load_module(next(out.glob("*_final.mlir")))
     return module
+
+
+def group_plans(module) -> list[dict]:
+    """Each tpu.Group of a module (read back from `_final.mlir`): its ops'
+    names and slice counts."""
+    return [
+        {
+            "ops": [op.attributes["name"].data for op in g.layers()],
+            **dict(zip("nhw", g.secs, strict=True)),
+        }
+        for g in module_groups(module)
+    ]
 
 
 def streams(bmodel: Path) -> list[Command]:
@@ -79,7 +91,7 @@ def test_tiny_cnn_in_one_group(prepared, tmp_path, mode):  # noqa: F811
     out = deploy(prepared, "cnn", tmp_path, "bm1684x", mode)
     module = final(out)
     (plan,) = group_plans(module)
-    assert plan["ops"][1:] == ["r1", "r2", "s", "p"] and plan["hsecs"] == 1
+    assert plan["ops"][1:] == ["r1", "r2", "s", "p"] and plan["h"] == 1
     program = load_bmodel(out / "cnn.bmodel")
     steps = [s for _, subnet in program.subnets for s in subnet]
     assert all(isinstance(s, EngineStep | CopyStep) for s in steps)
@@ -189,7 +201,7 @@ def sliced(tmp_path_factory) -> Path:
 def test_h_slices_on_small_lanes_bit_exact(sliced, tmp_path, mode):
     out = deploy(sliced, "sliced", tmp_path, "cv183x", mode)
     plans = group_plans(final(out))
-    assert max(p["hsecs"] for p in plans) > 1
+    assert max(p["h"] for p in plans) > 1
     convs = [
         c
         for c in streams(out / "sliced.bmodel")
@@ -213,7 +225,7 @@ def batched(tmp_path_factory) -> Path:
 def test_n_slices_bit_exact(batched, tmp_path):
     out = deploy(batched, "sliced", tmp_path, "cv183x", "INT8")
     plans = group_plans(final(out))
-    assert max(p["nsecs"] for p in plans) > 1 and max(p["hsecs"] for p in plans) > 1
+    assert max(p["n"] for p in plans) > 1 and max(p["h"] for p in plans) > 1
 
 
 def test_opt_1_and_disabled(sliced, tmp_path):

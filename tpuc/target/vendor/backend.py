@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from tpuc.base.errors import TpucError
+from tpuc.target.vendor.worker import COMMAND_MARK  # announces each group command in the log
 
 GMEM_SIZE = 0x1_0000_0000
 ENGINES = {"tiu": b"tiu:0:0", "gdma": b"gdma:0:0"}
@@ -37,6 +38,17 @@ def open_lazily(path: Path) -> ctypes.CDLL:
     if not handle:
         raise TpucError(f"cannot load {path}: {libc.dlerror().decode(errors='replace')}")
     return ctypes.CDLL(str(path), handle=handle)
+
+
+_MOVE_ARGS = [
+    ctypes.c_int, ctypes.c_int, ctypes.c_uint64, *[ctypes.c_int] * 4, *[ctypes.c_uint32] * 8,
+    ctypes.c_int, ctypes.c_int, ctypes.c_int, _vp,
+]  # fmt: skip
+
+
+def _specs(tensors: list[bytes]) -> ctypes.Array:
+    """tensor_spec_t[] of the specs' bytes (72 bytes each)."""
+    return ctypes.create_string_buffer(b"".join(tensors) or b"\0", max(72 * len(tensors), 1))
 
 
 def _pointer_patched(param: bytes, pointers: list[tuple[int, bytes]], keep: list) -> ctypes.Array:
@@ -117,6 +129,68 @@ class BackendSession:
         buffer = _pointer_patched(param, pointers, keep)
         self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
         getattr(self.lib, function)(buffer, len(param), self.cmdid)
+
+    def run(self, commands: list[tuple]) -> int:
+        """Commands of a layer group (`tpuc.passes.native.local.emit`), in
+        order: ("local", name, function, param, pointers, sec_info, inputs,
+        outputs), ("plain_local", name, function, param), ("move", name, args),
+        ("divide",), ("merge",) or a
+        ("global", …) call; the cmd-id node's cycles they added."""
+        before = self.lib.get_cmd_id_cycle(self.cmdid)
+        for command in commands:
+            self._command(command)
+        return self.lib.get_cmd_id_cycle(self.cmdid) - before
+
+    def _command(self, command: tuple) -> None:
+        kind, rest = command[0], command[1:]
+        lib = self.lib
+        if rest:  # names the op in the log, should the library kill the process on it
+            os.write(1, f"{COMMAND_MARK}{kind} of '{rest[0]}'\n".encode())
+        if kind == "divide":
+            lib.cmd_id_divide(self.cmdid, self.tiu, self.gdma)
+        elif kind == "merge":
+            lib.cmd_id_merge(self.cmdid, self.tiu, self.gdma)
+        elif kind == "move":
+            name, args = rest
+            lib.set_cmd_id_prefix(self.gdma, name.encode())
+            lib.tensor_stride_move_gen_cmd.argtypes = _MOVE_ARGS
+            lib.tensor_stride_move_gen_cmd(*args, self.gdma)
+        elif kind == "local":
+            name, function, param, pointers, sec_info, inputs, outputs = rest
+            keep: list = []
+            buffer = _pointer_patched(param, pointers, keep)
+            specs = [_specs(t) for t in (inputs, outputs)]
+            info = ctypes.create_string_buffer(sec_info, len(sec_info))
+            lib.set_cmd_id_prefix(self.tiu, name.encode())
+            getattr(lib, function)(buffer, len(param), info, specs[0], specs[1], self.tiu)
+        elif kind == "plain_local":  # the older local APIs: (param, size, tiu node)
+            name, function, param = rest
+            lib.set_cmd_id_prefix(self.tiu, name.encode())
+            buffer = ctypes.create_string_buffer(param, len(param))
+            getattr(lib, function)(buffer, len(param), self.tiu)
+        elif kind == "global":
+            self.call_global(*rest)
+        elif kind == "global_plain":
+            self.call_plain(*rest)
+        else:
+            raise TpucError(f"unknown group command {kind!r}")
+
+    def price(self, commands: list[tuple]) -> int:
+        """The cycles of `commands` with issuing off (TPU-MLIR's
+        CycleCalculator: nothing is stored, the chip model only counts), on
+        freshly reset nodes; issuing is back on afterwards."""
+        lib = self.lib
+        lib.forbid_store_cmd()
+        lib.forbid_atomic_cmodel()
+        for node in (self.cmdid, self.tiu, self.gdma):
+            lib.reset_cmd_id(node)
+        try:
+            return self.run(commands)
+        finally:
+            lib.sg_stas_reset()
+            for node in (self.cmdid, self.tiu, self.gdma):
+                lib.reset_cmd_id(node)
+            lib.allow_store_cmd()
 
     def end(self) -> dict:
         """Finish the subnet (after_codegen): its command groups, and the

@@ -114,6 +114,15 @@ ConvGlobal = declare(
     "conv_common_spec_t common; i32 merge_coeff; i32 weight_is_tensor; i32 using_multicore",
 )
 
+declare(
+    "conv_local_spec_t",
+    "conv_common_spec_t common; u32 buffer_local_addr; i32 result_add; i32 unused_ht_for_input; "
+    "i32 unused_hb_for_input; i32 unused_wl_for_input; i32 unused_wr_for_input; "
+    "i32 group_one_conv; i32 with_requant; i32 merge_coeff; u32 concat_c; i32 concat_c_idx; "
+    "i32 reference_id",
+)
+ConvLocal = declare("conv_local_param_t", "conv_local_spec_t spec")
+
 # --- elementwise --------------------------------------------------------------------------
 
 declare(
@@ -124,6 +133,10 @@ declare(
 BcBinaryGlobal = declare(
     "bcbinary_global_param_t", "bcbinary_common_spec_t spec; i32 A_is_coeff; i32 B_is_coeff"
 )
+declare("bcbinary_local_spec_t", "bcbinary_common_spec_t common; u32 buffer_addr")
+BcBinaryLocal = declare(
+    "bcbinary_local_param_t", "bcbinary_local_spec_t spec; i32 A_is_coeff; i32 B_is_coeff"
+)
 declare(
     "constbinary_common_spec_t",
     "f32 B_const_val; i32 B_dtype; i32 inversed; i32 binary_type; i32 if_relu; "
@@ -132,6 +145,7 @@ declare(
 ConstBinaryGlobal = declare("constbinary_global_spec_t", "constbinary_common_spec_t common")
 declare("active_common_spec_t", "i32 active_type; f32 coeffs[8]")
 ActiveGlobal = declare("active_global_spec_t", "active_common_spec_t common")
+ActiveLocal = declare("active_local_spec_t", "active_common_spec_t common; u32 buffer_addr")
 
 # --- pooling, matmul ---------------------------------------------------------------------
 
@@ -143,6 +157,7 @@ PoolingCommon = declare(
     "i32 round_mode; i32 avg_pooling_quant_mode; i32 max_pooling_with_mask; i32 multiplier; "
     "i32 rshiftbits; i32 merge_requant; f32 rq_scale; f32 rq_offset; i32 src_round_mode",
 )
+PoolingLocal = declare("pooling_local_spec_t", "i32 buffer_addr; pooling_common_spec_t common")
 FcGlobal = declare(
     "fc_global_spec_t",
     "i32 R_transpose; i32 have_bias; i32 if_relu; f32 relu_limit; i32 rshift; i32 is_asymmetric; "
@@ -152,6 +167,10 @@ FcGlobal = declare(
 )
 
 __all__ = [
+    "ActiveLocal",
+    "BcBinaryLocal",
+    "ConvLocal",
+    "PoolingLocal",
     "FcGlobal",
     "PoolingCommon",
     "DECLARED",

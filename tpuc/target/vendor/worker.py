@@ -29,6 +29,7 @@ _LENGTH = struct.Struct("<Q")
 # the line of the library's log that says what went wrong (not a stack frame)
 _TELLING = re.compile(r"assert|error|fatal|abort|fail|check", re.IGNORECASE)
 LOG_NAME = "vendor.log"
+COMMAND_MARK = "tpuc command: "  # backend.py logs it before each group command
 
 
 def write_frame(stream, value: Any) -> None:
@@ -103,7 +104,19 @@ class Worker:
             code = None
         last = self.last_log_line()
         said = f"; it last printed: {last}" if last else ""
-        return TpucError(f"{self.label} crashed on {what}: the worker {_ending(code)}{said}")
+        doing = self.last_command()
+        where = f" ({doing})" if doing else ""
+        return TpucError(f"{self.label} crashed on {what}{where}: the worker {_ending(code)}{said}")
+
+    def last_command(self) -> str:
+        """The last group command the worker announced (the local call or
+        move it died in), or ''."""
+        try:
+            lines = (Path(self.workdir.name) / LOG_NAME).read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        marked = [line for line in lines if line.startswith(COMMAND_MARK)]
+        return marked[-1][len(COMMAND_MARK) :].strip()[:160] if marked else ""
 
     def last_log_line(self) -> str:
         try:
@@ -111,6 +124,7 @@ class Worker:
         except OSError:
             return ""
         lines = [line.strip() for line in lines if line.strip()]
+        lines = [line for line in lines if not line.startswith(COMMAND_MARK)]
         telling = [line for line in lines if _TELLING.search(line) and "0x" not in line[:20]]
         chosen = telling[-1] if telling else (lines[-1] if lines else "")
         return chosen[:240]

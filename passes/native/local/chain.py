@@ -1,0 +1,117 @@
+"""`plan_chain`: a GroupPlan for a run of ops, sliced over N and H.
+
+The group's outputs are split evenly (`even_split`); every op, from the
+last to the first, gives its input slices from its output slices (its
+local rule's `backward`); a tensor read by two ops of the group must get
+the same slices from both (TPU-MLIR's rule, without its merge of
+overlapping conv inputs). Coefficients are held: loaded once, kept for
+every slice. Tensors moved by GDMA get two ring slots when there is more
+than one slice, so the moves of slices t±1 overlap the compute of slice t.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import Operation
+
+from tpuc.base.errors import TpucError
+from tpuc.passes.native.cast import nchw
+from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
+from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
+from tpuc.passes.native.local.plan import (
+    GroupPlan,
+    LocalOp,
+    LocalTensor,
+    Slice,
+    allocate,
+    chain_timesteps,
+    even_split,
+    group_values,
+)
+
+
+def _label(op: Operation) -> str:
+    names = getattr(op, "names", None)
+    return f"{op.name} '{names[0]}'" if names else op.name
+
+
+def rule_of(op: Operation) -> LocalRule:
+    rule = LOCAL_RULES.get(type(op))
+    if rule is None:
+        raise NotExpressible(f"{_label(op)}: no local rule (it cannot join a layer group)")
+    return rule
+
+
+def _activation(value, slices: Sequence[Slice]) -> LocalTensor:
+    return LocalTensor(value, nchw(value), ELEMENT_BYTES[dtype_name(value)], tuple(slices))
+
+
+def _output_slices(value, nsecs: int, hsecs: int) -> list[Slice]:
+    n, _, h, _ = nchw(value)
+    if nsecs > n or hsecs > h:
+        raise TpucError(f"cannot cut {n} images x {h} rows into {nsecs} x {hsecs} slices")
+    return [
+        Slice(ni, ns, hi, hs) for ni, ns in even_split(n, nsecs) for hi, hs in even_split(h, hsecs)
+    ]
+
+
+def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict:
+    """Slices of every activation, from the outputs back to the inputs."""
+    slices = {v: _output_slices(v, nsecs, hsecs) for v in outputs}
+    for op in reversed(ops):
+        result = op.results[0]
+        if result not in slices:
+            raise TpucError(f"{_label(op)}: its result is read by no op of the group")
+        rule = rule_of(op)
+        for index, operand in enumerate(op.operands):
+            if operand not in slices and not _is_activation(operand):
+                continue
+            wanted = [rule.backward(op, s) if index == 0 else s for s in slices[result]]
+            known = slices.setdefault(operand, wanted)
+            if known != wanted:
+                raise TpucError(
+                    f"{_label(op)}: its input is read with other slices by another op of "
+                    "the group (a layer group needs one slicing per tensor)"
+                )
+    return slices
+
+
+def _is_activation(value) -> bool:
+    from tpuc.dialects import top
+
+    return not isinstance(value.owner, (top.WeightOp, top.NoneOp))
+
+
+def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
+               nsecs: int = 1) -> GroupPlan:  # fmt: skip
+    """The plan of `ops` (in program order) with their outputs cut into
+    nsecs x hsecs slices; raises NotExpressible for an op without a local
+    form, TpucError when the slicing or local memory does not work out."""
+    ops = list(ops)
+    for op in ops:
+        rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
+    inputs, outputs = group_values(ops)
+    slices = _backward(ops, outputs, nsecs, hsecs)
+    tensors = {v: _activation(v, s) for v, s in slices.items()}
+    plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs)
+    for op in ops:
+        for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
+            key = (op, index)
+            whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
+            plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],
+                                            (whole,), eu_align=False)  # fmt: skip
+            plan.inputs.append(key)
+    plan.inputs = list(inputs) + plan.inputs
+    plan.outputs = list(outputs)
+    if plan.steps > 1:
+        for key in (*inputs, *outputs):
+            plan.tensors[key].slots = 2
+    for lop in plan.ops:
+        lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
+    allocate(plan)
+    plan.timesteps = chain_timesteps(plan)
+    return plan
+
+
+__all__ = ["plan_chain", "rule_of"]

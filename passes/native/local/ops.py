@@ -1,0 +1,471 @@
+"""Local rules: one per groupable op class, as TPU-MLIR's
+`Interfaces/BM1684X/<Op>.cpp` hold `codegen_local_bm1684x`,
+`getBufferSize_bm1684x` and the op's `assign_sec_info` / `BackwardH`.
+
+A `LocalRule` says how an op's input slice follows from its output slice
+(`backward`), which coefficients it loads into local memory (`coeffs`, laid
+out as the global rule lays them out, so both read the same bytes), the
+scratch buffer its kernel needs (`buffer`) and the local call for one
+slice (`command`). Each call gets `local_sec_info_t` for its slice: the
+input rows it holds (a split H starts at −pad_top on the first slice and
+ends pad_bottom past the last row, the convention of TPU-MLIR's
+assign_sec_info), the output rows it writes, N and W likewise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.ir import Operation
+
+from tpuc.base.registry import Registry
+from tpuc.dialects import top, tpu
+from tpuc.dialects.base import shape_of
+from tpuc.passes.native.cast import nchw
+from tpuc.passes.native.context import (
+    NativeContext,
+    NotExpressible,
+    dtype_name,
+    is_float,
+    quant_of,
+)
+from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan, Slice
+from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
+
+ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32": 4, "i32": 4,
+                 "u32": 4}  # fmt: skip
+
+
+class SecInfo(ctypes.Structure):
+    """`local_sec_info_t` (Interfaces/LocalGenInterface.h, not in Param.h):
+    96 bytes, the group type an enum (int)."""
+
+    _fields_ = [
+        (name, ctypes.c_int32)
+        for name in (
+            "group_type",
+            "n_slice",
+            "out_n_slice",
+            "d_slice",
+            "is_h_split",
+            "h_idx",
+            "h_slice",
+            "out_h_idx",
+            "out_h_slice",
+            "is_w_split",
+            "w_idx",
+            "w_slice",
+            "out_w_idx",
+            "out_w_slice",
+            "is_c_split",
+            "c_idx",
+            "c_slice",
+        )  # fmt: skip
+    ] + [
+        ("hw_margins_opdA", ctypes.c_uint32),
+        ("hw_margins_opdB", ctypes.c_uint32),
+        ("n_idx", ctypes.c_int32),
+        ("d_idx", ctypes.c_int32),
+        ("out_addr", ctypes.c_int64),
+    ]
+
+    def to_bytes(self) -> bytes:
+        return ctypes.string_at(ctypes.addressof(self), ctypes.sizeof(self))
+
+
+@dataclass(frozen=True)
+class Coeff:
+    """A coefficient the op loads whole: its global address, NCHW view and
+    dtype; compact in local memory (not EU-aligned), as TPU-MLIR keeps
+    filters and biases."""
+
+    addr: int
+    dims: tuple[int, int, int, int]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class LocalRule:
+    backward: Callable[[Operation, Slice], Slice]
+    coeffs: Callable[[Operation, NativeContext], list[Coeff]]
+    buffer: Callable[[Operation, GroupPlan], int]
+    command: Callable[[Operation, NativeContext, GroupPlan, int], list[tuple]]
+
+
+LOCAL_RULES: Registry[type[Operation], LocalRule] = Registry("native local rules")
+
+
+def identity(op: Operation, out: Slice) -> Slice:
+    return out
+
+
+def window_backward(op: Operation, out: Slice, kernel: int, stride: int, dilation: int,
+                    pad_top: int) -> Slice:  # fmt: skip
+    """TPU-MLIR's Conv2D/Pool2D BackwardH, clamped to the input (fixSlice)."""
+    ih, oh = nchw(op.operands[0])[2], nchw(op.results[0])[2]
+    extent = (kernel - 1) * dilation + 1
+    size = (out.h_slice - 1) * stride + max(extent, stride)
+    start = out.h_idx * stride - pad_top
+    end = ih if out.h_idx + out.h_slice == oh else min(start + size, ih)
+    start = max(start, 0)
+    return Slice(out.n_idx, out.n_slice, start, end - start)
+
+
+def spec(ctx: NativeContext | None, dtype: str, dims, addr: int) -> bytes:
+    s = TensorSpec()
+    s.addr, s.dtype, s.dims = addr, dtype_code_of(dtype), len(dims)
+    for i, d in enumerate(dims):
+        s.shape[i] = d
+    return s.to_bytes()
+
+
+def dtype_code_of(dtype: str) -> int:
+    from tpuc.base.dtypes import DTYPE_CODES
+
+    return DTYPE_CODES[dtype]
+
+
+def value_spec(plan: GroupPlan, value, step: int) -> bytes:
+    """tensor_spec_t of an activation in local memory: its local address for
+    `step`, its whole shape (the slice is in local_sec_info_t)."""
+    tensor = plan.tensors[value]
+    return spec(None, dtype_name(value), shape_of(value), tensor.addr_at(step))
+
+
+def coeff_spec(plan: GroupPlan, op: Operation, index: int, coeff: Coeff) -> bytes:
+    return spec(None, coeff.dtype, coeff.dims, plan.tensors[(op, index)].addrs[0])
+
+
+def sec_info(op: Operation, plan: GroupPlan, step: int, pads=(0, 0)) -> SecInfo:
+    """local_sec_info_t of `op` on `step`: the input rows of operand 0 (with
+    pads[0] above the first and pads[1] below the last when H is split), the
+    output rows; W and C whole."""
+    (_, c, ih, iw), (_, _, oh, ow) = nchw(op.operands[0]), nchw(op.results[0])
+    ins = plan.tensors[op.operands[0]].slice_at(step)
+    out = plan.tensors[op.results[0]].slice_at(step)
+    info = SecInfo()
+    info.n_slice, info.n_idx, info.d_slice = ins.n_slice, ins.n_idx, 1
+    info.h_idx, info.h_slice = ins.h_idx, ins.h_slice
+    info.w_slice, info.c_slice = iw, c
+    info.is_h_split = int(not (ins.h_idx == 0 and ins.h_slice == ih))
+    if info.is_h_split:  # the padding rows belong to the first and last output slices only
+        if out.h_idx == 0:
+            info.h_idx = -pads[0]
+            info.h_slice = ins.h_slice + pads[0]
+        if out.h_idx + out.h_slice == oh:
+            info.h_slice += pads[1]
+    info.out_n_slice = out.n_slice
+    info.out_h_idx, info.out_h_slice = out.h_idx, out.h_slice
+    info.out_w_slice = ow
+    return info
+
+
+def local_command(op: Operation, function: str, param, info: SecInfo, inputs, outputs,
+                  pointers=()) -> tuple:  # fmt: skip
+    name = getattr(op, "names", ["op"])[0]
+    return ("local", name, function, param.to_bytes(), list(pointers), info.to_bytes(),
+            list(inputs), list(outputs))  # fmt: skip
+
+
+def no_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    return []
+
+
+def no_buffer(op: Operation, plan: GroupPlan) -> int:
+    return 0
+
+
+def local_rule(*classes: type[Operation], rule: LocalRule) -> None:
+    LOCAL_RULES.register(*classes)(rule)
+
+
+# --- Conv2D ----------------------------------------------------------------------------------
+
+
+def conv_check(op: Operation) -> None:
+    from tpuc.passes.native.conv import is_depthwise
+
+    kernel = op.value("kernel_shape") or ()
+    if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
+        raise NotExpressible("a local convolution that is not 2-D")
+    quantized = quant_of(op.operands[0]) is not None
+    if (op.value("group") or 1) != 1 and not (is_depthwise(op) and quantized):
+        raise NotExpressible(
+            "a grouped or float depthwise convolution in a layer group (not written yet)"
+        )
+    if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
+        raise NotExpressible("a local convolution with stride or dilation above 15")
+    if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
+        raise NotExpressible("a local INT8 convolution without an 8-bit result")
+    if not quantized and not (is_float(op.operands[0]) and is_float(op.results[0])):
+        raise NotExpressible("a local convolution of these types")
+    if not quantized and dtype_name(op.operands[0]) == "f32":
+        raise NotExpressible("a local F32 convolution (not written yet)")
+
+
+def conv_backward(op: Operation, out: Slice) -> Slice:
+    kh = op.value("kernel_shape")[0]
+    sh = (op.value("strides") or [1, 1])[0]
+    dh = (op.value("dilations") or [1, 1])[0]
+    return window_backward(op, out, kh, sh, dh, (op.value("pads") or [0, 0, 0, 0])[0])
+
+
+def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """The global rule's coefficients: INT8 the merged requant | bias |
+    filter per lane; F16/BF16 the filter in blocks of 32 input channels and
+    the f32 bias."""
+    from tpuc.passes.native.conv import (
+        coeff_shape,
+        coeff_table,
+        filter_data,
+        ic_blocks,
+        is_depthwise,
+        pack_int8,
+    )
+
+    conv_check(op)
+    oc = shape_of(op.results[0])[1]
+    if quant_of(op.operands[0]) is not None:
+        table = coeff_table(op, oc)
+        zp = quant_of(op.results[0]).zero_point
+        depthwise = is_depthwise(op)
+        coeff = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
+        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+        return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
+    dtype = dtype_name(op.operands[0])
+    blocked = ic_blocks(filter_data(op), 32)
+    addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
+    coeffs = [Coeff(addr, (1, oc, 1, blocked[0].size), dtype)]
+    if not isinstance(op.operands[2].owner, top.NoneOp):
+        coeffs.append(Coeff(ctx.address(op.operands[2]), (1, oc, 1, 1), "f32"))
+    return coeffs
+
+
+def conv_buffer(op: Operation, plan: GroupPlan) -> int:
+    """getBufferSize_bm1684x: an INT8 convolution with its requant merged
+    keeps the int32 sums of its output slice (a depthwise one twice, and
+    its taps)."""
+    from tpuc.passes.native.conv import is_depthwise
+
+    if quant_of(op.operands[0]) is None:
+        return 0
+    out = plan.tensors[op.results[0]]
+    sums = out.lane_bytes() * 4 // out.dtype_bytes
+    if not is_depthwise(op):
+        return sums
+    kh, kw = op.value("kernel_shape")  # depthwise: a second int32 buffer and the taps
+    return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
+
+
+def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    from tpuc.passes.native.conv import coeff_table, conv_common, int8_spec
+
+    ih, out_dims = nchw(op.operands[0])[2], nchw(op.results[0])
+    pads = op.value("pads") or [0, 0, 0, 0]
+    info = sec_info(op, plan, step, (pads[0], pads[2]))
+    param = ConvLocal()
+    p = param.spec
+    conv_common(op, p)
+    c = p.common
+    c.pad_h_t, c.pad_h_b = (0, 0) if info.is_h_split else (pads[0], pads[2])
+    p.buffer_local_addr = plan.local(op).buffer_addr
+    if info.is_h_split:
+        kh, sh = op.value("kernel_shape")[0], (op.value("strides") or [1, 1])[0]
+        dh = (op.value("dilations") or [1, 1])[0]
+        first = info.out_h_idx * sh - pads[0]
+        size = (info.out_h_slice - 1) * sh + (kh - 1) * dh + 1
+        size = min(size, size + first)
+        first = max(0, first)
+        p.unused_ht_for_input = first - max(0, info.h_idx)
+        end = min(info.h_idx + info.h_slice, ih)
+        p.unused_hb_for_input = max(0, end - (first + size))
+    coeffs = conv_coeffs(op, ctx)
+    if quant_of(op.operands[0]) is not None:
+        int8_spec(p, op, coeff_table(op, out_dims[1]))
+        p.with_requant = 1
+    else:
+        c.has_bias = len(coeffs) > 1
+    inputs = [value_spec(plan, op.operands[0], step)]
+    inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
+    outputs = [value_spec(plan, op.results[0], step)]
+    return [local_command(op, "backend_api_conv_local", param, info, inputs, outputs)]
+
+
+local_rule(tpu.Conv2DOp, rule=LocalRule(conv_backward, conv_coeffs, conv_buffer, conv_command))
+
+
+# --- elementwise binary ----------------------------------------------------------------------
+
+
+def add_check(op: Operation) -> None:
+    floats = all(is_float(v) for v in (*op.operands, *op.results))
+    if len(op.operands) != 2 or not (floats or all(map(quant_of, (*op.operands, op.results[0])))):
+        raise NotExpressible("a local Add other than of two float or two INT8 tensors")
+    if not floats:
+        int8_add_factors(op)
+    if any(shape_of(v) != shape_of(op.results[0]) for v in op.operands):
+        raise NotExpressible("a local Add with broadcast (not written yet)")
+    coeff = op.value("coeff")
+    if coeff and any(float(k) != 1.0 for k in coeff):
+        raise NotExpressible(f"coeff {list(coeff)}")
+
+
+def add_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    add_check(op)
+    return []
+
+
+def int8_add_factors(op: Operation) -> tuple[list[int], int]:
+    """(multipliers, rshift) of an INT8 Add the local form writes: u8
+    multipliers, zero points 0 (the global rule's Σ Z·M term would need a
+    broadcast coefficient in local memory), no relu limit."""
+    multipliers = [int(m) for m in op.value("multiplier") or [1, 1]]
+    rshift = [int(r) for r in op.value("rshift") or [0]]
+    if len(multipliers) != 2 or len(rshift) != 1 or not all(0 <= m <= 255 for m in multipliers):
+        raise NotExpressible(f"a local INT8 Add with multipliers {multipliers} >> {rshift}")
+    if any(quant_of(v).zero_point for v in op.operands):
+        raise NotExpressible("a local INT8 Add of asymmetric inputs (not written yet)")
+    limit = op.value("relu_limit")
+    if op.value("do_relu") and limit is not None and float(limit) >= 0:
+        raise NotExpressible(f"a local INT8 Add with relu_limit {limit}")
+    return multipliers, rshift[0]
+
+
+def add_buffer(op: Operation, plan: GroupPlan) -> int:
+    """INT8: the int32 sum of the output slice (the global rule's scratch)."""
+    if is_float(op.results[0]):
+        return 0
+    out = plan.tensors[op.results[0]]
+    return out.lane_bytes() * 4 // out.dtype_bytes
+
+
+def int8_add_commands(op: Operation, plan: GroupPlan, step: int) -> list[tuple]:
+    """The global rule's INT8 Add on the slice: q0·M0 into the int32 buffer,
+    + q1·M1 (bcbinary, u8 scales, rshift 0, exact), then requant_int local
+    (multiplier 1, shift −r, the output zero point, the op's round mode)."""
+    from tpuc.passes.native.binary import BINARY_ADD, unsigned
+    from tpuc.passes.native.cast import round_mode
+    from tpuc.passes.native.requant import MULTIPLIER_SHIFT, RequantIntParam
+
+    multipliers, rshift = int8_add_factors(op)
+    info = sec_info(op, plan, step)
+    buffer = plan.local(op).buffer_addr
+    shape = shape_of(op.results[0])
+    ins = [value_spec(plan, v, step) for v in op.operands]
+    first_type = "u32" if unsigned(op.operands[0]) else "i32"
+    commands = []
+    for i, (lhs, rhs) in enumerate(((ins[0], ins[0]), (spec(None, "i32", shape, buffer), ins[1]))):
+        param = BcBinaryLocal()
+        common = param.spec.common
+        common.binary_type = BINARY_ADD
+        common.f8_scale_A = common.f8_scale_B = 1.0
+        common.if_relu = int(bool(op.value("do_relu")) and i == 1)
+        common.relu_upper_limit = -1.0
+        common.scale_A, common.scale_B = (multipliers[0], 0) if i == 0 else (1, multipliers[1])
+        out = spec(None, first_type if i == 0 else "i32", shape, buffer)
+        commands.append(local_command(op, "backend_api_bcbinary_local", param, info,
+                                      [lhs, rhs], [out]))  # fmt: skip
+    p = RequantIntParam()
+    p.input_addr, p.output_addr = buffer, plan.tensors[op.results[0]].addr_at(step)
+    p.n, p.c = info.out_n_slice, nchw(op.results[0])[1]
+    p.h, p.w = info.out_h_slice, info.out_w_slice
+    p.input_dtype, p.output_dtype = dtype_code_of("i32"), dtype_code_of(dtype_name(op.results[0]))
+    p.zx_value, p.offset_value = 0, quant_of(op.results[0]).zero_point
+    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
+    p.mul_value, p.shift_value = 1, -rshift
+    name = getattr(op, "names", ["op"])[0]
+    return [*commands, ("plain_local", name, "backend_api_requant_int_local", p.to_bytes())]
+
+
+def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    """bcbinary ADD on the slice (Add.cpp's local form); INT8 int8_add_commands."""
+    from tpuc.passes.native.binary import BINARY_ADD, relu_fields
+
+    if not is_float(op.results[0]):
+        return int8_add_commands(op, plan, step)
+    param = BcBinaryLocal()
+    common = param.spec.common
+    common.binary_type = BINARY_ADD
+    common.if_relu, common.relu_upper_limit = relu_fields(op)
+    common.scale_A = common.scale_B = 1
+    common.f8_scale_A = common.f8_scale_B = 1.0
+    param.spec.buffer_addr = plan.local(op).buffer_addr
+    info = sec_info(op, plan, step)
+    inputs = [value_spec(plan, v, step) for v in op.operands]
+    outputs = [value_spec(plan, op.results[0], step)]
+    return [local_command(op, "backend_api_bcbinary_local", param, info, inputs, outputs)]
+
+
+local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, add_buffer, add_command))
+
+
+# --- Pool2D (max; average in INT8 and F32) ------------------------------------------------
+
+
+def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """No coefficients; refuses what the global rule computes another way
+    (a half-float average in f32, an INT8 average over a window side above
+    7 as a convolution) and windows that are not 2-D with strides up to 15."""
+    from tpuc.passes.native.pool import MAX_INT8_SIDE, PoolingCommon, int8_avg
+
+    kernel = op.value("kernel_shape") or ()
+    if len(kernel) != 2 or max(op.value("strides") or [1]) > 15:
+        raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
+    if op.value("pool_mode") != "Avg":
+        return []
+    if dtype_name(op.operands[0]) in ("f16", "bf16"):
+        raise NotExpressible("a local half-float average pooling (the global rule sums in f32)")
+    if quant_of(op.operands[0]) is not None:
+        if max(kernel) > MAX_INT8_SIDE:
+            raise NotExpressible(f"a local INT8 average over a {kernel} window")
+        int8_avg(op, PoolingCommon())
+    return []
+
+
+def pool_backward(op: Operation, out: Slice) -> Slice:
+    kh = op.value("kernel_shape")[0]
+    sh = (op.value("strides") or [1, 1])[0]
+    return window_backward(op, out, kh, sh, 1, (op.value("pads") or [0, 0, 0, 0])[0])
+
+
+def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    """pooling_local_spec_t over the slice: the global rule's fields, the pads
+    per slice (Pool2D.cpp's local form)."""
+    from tpuc.passes.native.conv import round_mode
+
+    pads = op.value("pads") or [0, 0, 0, 0]
+    info = sec_info(op, plan, step, (pads[0], pads[2]))
+    param = PoolingLocal()
+    param.buffer_addr = plan.local(op).buffer_addr
+    c = param.common
+    c.kh, c.kw = op.value("kernel_shape")
+    c.pad_h_t, c.pad_w_l, c.pad_h_b, c.pad_w_r = pads
+    c.stride_h, c.stride_w = op.value("strides") or [1, 1]
+    c.dh = c.dw = 1
+    c.if_relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit")
+    c.relu_limit = -1.0 if limit is None else float(limit)
+    c.ceil_mode = bool(op.value("ceil_mode"))
+    c.round_mode = round_mode(op)
+    if op.value("pool_mode") == "Avg":
+        from tpuc.passes.native.pool import int8_avg
+
+        c.is_avg_pooling = 1
+        c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
+        if quant_of(op.operands[0]) is not None:
+            int8_avg(op, c)
+    inputs = [value_spec(plan, op.operands[0], step)]
+    outputs = [value_spec(plan, op.results[0], step)]
+    return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
+
+
+local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, no_buffer, pool_command))
+
+
+def element_bytes(value) -> int:
+    return ELEMENT_BYTES[dtype_name(value)]
+
+
+__all__ = ["LOCAL_RULES", "Coeff", "LocalRule", "SecInfo", "element_bytes"]

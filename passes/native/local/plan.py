@@ -1,0 +1,214 @@
+"""The plain record of a native layer group, and a planner for op chains.
+
+A `GroupPlan` is what codegen needs and nothing else: the group's ops in
+program order, every tensor that lives in local memory (activations by
+SSA value, each op's coefficients by (op, index)) with its slice per loop
+step and its local address (two ring slots for tensors that are loaded or
+stored while the next slice computes), each op's scratch buffer, and the
+timestep table whose items carry their software-pipeline stage (0 load,
+1 compute, 2 store: in loop iteration t a stage-s item works on slice
+t − s). The group IR (tpu.Group with tpu.Load/tpu.Store and typed slice
+and timestep attributes) translates into this record one to one.
+
+`plan_chain` builds one for a run of ops: output slices split evenly over
+N and H, input slices inferred backwards (a convolution's halo and
+padding, identity for elementwise ops), local memory allocated bank by
+bank (TPU-MLIR's LmemAllocator keeps a TIU op's operands in different
+banks; so does starting every buffer on a bank of its own while they
+fit), and a table of one timestep per op with the loads and stores of
+the next and previous slices beside the first op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import Operation, SSAValue
+
+from tpuc.base.errors import TpucError
+
+NPU_NUM = 64  # lanes
+LMEM_BYTES = 1 << 18  # per lane
+LMEM_BANKS = 16
+BANK_BYTES = LMEM_BYTES // LMEM_BANKS
+EU_BYTES = 64  # one execution unit row; local buffers align to it
+
+LOAD, COMPUTE, STORE = "load", "compute", "store"
+STAGES = {LOAD: 0, COMPUTE: 1, STORE: 2}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One slice of an NCHW tensor (W whole)."""
+
+    n_idx: int
+    n_slice: int
+    h_idx: int
+    h_slice: int
+
+
+@dataclass
+class LocalTensor:
+    """A tensor in local memory: its slice per loop step (one slice: held,
+    loaded once and kept), its NCHW view, element size and layout, and the
+    local address of each ring slot (step % slots)."""
+
+    key: Hashable
+    dims: tuple[int, int, int, int]
+    dtype_bytes: int
+    slices: tuple[Slice, ...]
+    eu_align: bool = True
+    addrs: tuple[int, ...] = ()
+    slots: int = 1
+
+    @property
+    def held(self) -> bool:
+        return len(self.slices) == 1
+
+    def slice_at(self, step: int) -> Slice:
+        return self.slices[0 if self.held else step]
+
+    def addr_at(self, step: int) -> int:
+        return self.addrs[0 if self.held else step % len(self.addrs)]
+
+    def lane_bytes(self) -> int:
+        """Bytes one lane holds of the largest slice (Arch::get_tensor_lmem_bytes)."""
+        _, c, _, w = self.dims
+        eu = EU_BYTES // self.dtype_bytes
+        planes = -(-c // NPU_NUM)
+        worst = 0
+        for s in self.slices:
+            plane = s.h_slice * w
+            if self.eu_align:
+                plane = -(-plane // eu) * eu
+            worst = max(worst, s.n_slice * planes * plane * self.dtype_bytes)
+        return worst
+
+
+@dataclass
+class LocalOp:
+    """A compute op of the group and its scratch buffer (bytes per lane)."""
+
+    op: Operation
+    buffer_addr: int = 0
+    buffer_size: int = 0
+
+
+@dataclass(frozen=True)
+class Item:
+    """One timestep entry: a load or store of a tensor (by key) or an op's compute."""
+
+    kind: str
+    target: Hashable | Operation
+    stage: int
+
+
+@dataclass
+class GroupPlan:
+    ops: list[LocalOp]
+    tensors: dict[Hashable, LocalTensor]
+    nsecs: int
+    hsecs: int
+    timesteps: list[list[Item]] = field(default_factory=list)
+    inputs: list[Hashable] = field(default_factory=list)  # loaded (activations, coefficients)
+    outputs: list[Hashable] = field(default_factory=list)  # stored
+
+    @property
+    def steps(self) -> int:
+        return self.nsecs * self.hsecs
+
+    def local(self, op: Operation) -> LocalOp:
+        return next(lop for lop in self.ops if lop.op is op)
+
+    def lmem_bytes(self) -> int:
+        """The highest local address in use (bytes per lane)."""
+        ends = [a + t.lane_bytes() for t in self.tensors.values() for a in t.addrs]
+        ends += [lop.buffer_addr + lop.buffer_size for lop in self.ops if lop.buffer_size]
+        return max(ends, default=0)
+
+
+def even_split(length: int, secs: int) -> list[tuple[int, int]]:
+    """(idx, size) of `secs` near-even parts, the first `length % secs` one longer."""
+    base, extra = divmod(length, secs)
+    parts, idx = [], 0
+    for i in range(secs):
+        size = base + (1 if i < extra else 0)
+        parts.append((idx, size))
+        idx += size
+    return parts
+
+
+def allocate(plan: GroupPlan) -> None:
+    """Local addresses for every tensor slot and op buffer: each on a bank of
+    its own while they fit (no TIU operand shares a bank), else packed
+    EU-aligned; raises when the group does not fit one lane's 256 KiB."""
+    wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
+    wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
+    by_bank = total_banks <= LMEM_BANKS
+    cursor, placed = 0, {}
+    for owner, size in wanted:
+        align = BANK_BYTES if by_bank else EU_BYTES
+        addr = -(-cursor // align) * align
+        placed.setdefault(id(owner), []).append(addr)
+        cursor = addr + -(-size // EU_BYTES) * EU_BYTES
+    if cursor > LMEM_BYTES:
+        raise TpucError(
+            f"layer group of {', '.join(lop.op.name for lop in plan.ops)}: needs {cursor} bytes "
+            f"of local memory per lane (the chip has {LMEM_BYTES}); use more slices"
+        )
+    for t in plan.tensors.values():
+        t.addrs = tuple(placed[id(t)])
+    for lop in plan.ops:
+        if lop.buffer_size:
+            lop.buffer_addr = placed[id(lop)][0]
+
+
+def chain_timesteps(plan: GroupPlan) -> list[list[Item]]:
+    """One timestep per op (stage 1); the loads (stage 0) and stores (stage 2)
+    beside the first op, so the GDMA moves of slices t+1 and t−1 overlap the
+    compute of slice t (their tensors have two ring slots)."""
+    rows = [[Item(COMPUTE, lop.op, STAGES[COMPUTE])] for lop in plan.ops]
+    rows[0] = [Item(LOAD, k, STAGES[LOAD]) for k in plan.inputs] + rows[0]
+    rows[0] += [Item(STORE, k, STAGES[STORE]) for k in plan.outputs]
+    return rows
+
+
+def group_values(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSAValue]]:
+    """(activation inputs, outputs) of a run of ops: operands made outside
+    (not weights), results read outside the run."""
+    from tpuc.dialects import top
+
+    inside = {id(op) for op in ops}
+    inputs, outputs = [], []
+    for op in ops:
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, (top.WeightOp, top.NoneOp)) or id(owner) in inside:
+                continue
+            if all(v is not seen for seen in inputs):
+                inputs.append(v)
+        for r in op.results:
+            if any(id(use.operation) not in inside for use in r.uses):
+                outputs.append(r)
+    return inputs, outputs
+
+
+__all__ = [
+    "BANK_BYTES",
+    "COMPUTE",
+    "LMEM_BYTES",
+    "LOAD",
+    "NPU_NUM",
+    "STORE",
+    "GroupPlan",
+    "Item",
+    "LocalOp",
+    "LocalTensor",
+    "Slice",
+    "allocate",
+    "chain_timesteps",
+    "even_split",
+    "group_values",
+]
