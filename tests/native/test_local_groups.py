@@ -46,7 +46,7 @@ def depthwise(tmp_path_factory):
     return work, *depthwise_chain_onnx(work)
 
 
-def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1):
+def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1, asymmetric=False):
     """(group outputs, global native outputs, interpreter outputs, plan)."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import generate_native
@@ -54,7 +54,7 @@ def run_group(chain, mode: str, pick, hsecs: int, vendor, nsecs: int = 1):
     from tpuc.target.vendor.run import run_native
 
     work, mlir, table = chain
-    module, expected, inputs, ops = lowered(work, mlir, table, mode)
+    module, expected, inputs, ops = lowered(work, mlir, table, mode, asymmetric)
     plan = plan_chain(pick(ops), NativeContext(module), hsecs=hsecs, nsecs=nsecs)
     outs = []
     for name, groups in (("group", [plan]), ("global", [])):
@@ -111,6 +111,18 @@ def test_int8_average_pools(avg_pools, vendor):
     """The pool chain with average pools (INT8: u8 multiplier, half up; the
     padded 3x3 counts its pad), two images in 2 x 2 slices."""
     real, group, glob, expected, _ = run_group(avg_pools, "INT8", lambda ops: ops, 2, vendor, 2)
+    check(real, expected, "INT8")
+    same(group, glob)
+
+
+@pytest.mark.parametrize("fixture", ["chain", "depthwise"])
+def test_asymmetric_int8_chains(fixture, request, vendor):
+    """Asymmetric INT8 in 3 H slices: the local convolutions take the input
+    zero point as the global rule does (padding worth Z_in, −Z_in·Σw in the
+    bias; a depthwise relu left to the saturation), bit for bit."""
+    chain = request.getfixturevalue(fixture)
+    pick = (lambda ops: ops[:2]) if fixture == "chain" else (lambda ops: ops)
+    real, group, glob, expected, _ = run_group(chain, "INT8", pick, 3, vendor, asymmetric=True)
     check(real, expected, "INT8")
     same(group, glob)
 

@@ -106,7 +106,7 @@ def depthwise_chain_onnx(work: Path) -> tuple[str, str]:
     return transformed(work, "dw", nodes, [("x", [1, 8, 24, 16])], "y", inits)
 
 
-def lowered(work: Path, mlir: str, table: str, mode: str):
+def lowered(work: Path, mlir: str, table: str, mode: str, asymmetric: bool = False):
     """(module finalized for bm1684x with layer-group off, TPU interpreter
     outputs on work/in.npz, inputs, its convs, adds and pools in order)."""
     from tpuc.dialects import tpu
@@ -117,7 +117,7 @@ def lowered(work: Path, mlir: str, table: str, mode: str):
     from tpuc.workflow.pipeline import finalize
 
     module, store = load_module(mlir)
-    lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, None)
+    lower(module, "bm1684x", mode, asymmetric, table if mode == "INT8" else None, None)
     inputs = dict(np.load(work / "in.npz"))
     expected = run_tpu(module, store, inputs)
     finalize(module, WeightStore(store), "bm1684x", 2, True)

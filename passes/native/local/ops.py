@@ -221,6 +221,7 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         coeff_table,
         filter_data,
         ic_blocks,
+        input_zero_point_bias,
         is_depthwise,
         pack_int8,
     )
@@ -228,7 +229,7 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     conv_check(op)
     oc = shape_of(op.results[0])[1]
     if quant_of(op.operands[0]) is not None:
-        table = coeff_table(op, oc)
+        table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
         zp = quant_of(op.results[0]).zero_point
         depthwise = is_depthwise(op)
         coeff = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
@@ -260,7 +261,13 @@ def conv_buffer(op: Operation, plan: GroupPlan) -> int:
 
 
 def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    from tpuc.passes.native.conv import coeff_table, conv_common, int8_spec
+    from tpuc.passes.native.conv import (
+        coeff_table,
+        conv_common,
+        filter_data,
+        input_zero_point_bias,
+        int8_spec,
+    )
 
     ih, out_dims = nchw(op.operands[0])[2], nchw(op.results[0])
     pads = op.value("pads") or [0, 0, 0, 0]
@@ -283,7 +290,8 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         p.unused_hb_for_input = max(0, end - (first + size))
     coeffs = conv_coeffs(op, ctx)
     if quant_of(op.operands[0]) is not None:
-        int8_spec(p, op, coeff_table(op, out_dims[1]))
+        table = input_zero_point_bias(op, coeff_table(op, out_dims[1]), filter_data(op))
+        int8_spec(p, op, table)
         p.with_requant = 1
     else:
         c.has_bias = len(coeffs) > 1
