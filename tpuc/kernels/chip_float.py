@@ -26,7 +26,8 @@ code, and checked on millions of values in the vendor runtime:
 
 On these: `softmax`, `lrn`, `layer_norm`, `avg_pool` and `unary` (the
 activations in CHIP_UNARY), the vendor's f32 kernels for those ops (the
-reduction layouts as the backend lays them out).
+reduction layouts as the backend lays them out); a depthwise convolution
+is `chip_depthwise`'s (the same two accumulators over the kernel positions).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -38,7 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import activation, norm, pooling
+from tpuc.kernels import activation, chip_depthwise, float_conv, norm, pooling
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -337,6 +338,7 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         norm.layer_norm: ieee(layer_norm),
         pooling.avg_pool: ieee(avg_pool),
         activation.unary: ieee(unary),
+        float_conv.conv: chip_depthwise.conv,
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

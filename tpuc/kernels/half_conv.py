@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.kernels import float_conv
+from tpuc.kernels import chip_depthwise
 from tpuc.kernels.arrays import Array, f32, relu
 from tpuc.kernels.conv_plan import pad_spatial, window_strides
 from tpuc.kernels.element import Element
@@ -226,18 +226,11 @@ def im2col(x: Array, attrs: ConvAttrs, kernel: tuple[int, ...]) -> tuple[Array, 
     return view, out
 
 
-def depthwise(p: HalfConv, x: Array, w: Array) -> bool:
-    """TPU-MLIR's is_dw (groups = input = output channels > 1): the native
-    target runs those in f32 between casts, which is `float_conv`'s
-    arithmetic."""
-    return 1 < p.attrs.group == x.shape[1] == w.shape[0]
-
-
 def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     """The convolution as the chip computes it, rounded to the half type."""
     x, w = f32(x), f32(w)
-    if depthwise(p, x, w):
-        return f32(half_rounder(p.element)(float_conv.conv(p.attrs, x, w, b)))
+    if chip_depthwise.is_depthwise(p.attrs, x, w):  # the native target: in f32 between casts
+        return f32(half_rounder(p.element)(chip_depthwise.depthwise(p.attrs, x, w, b)))
     kernel = tuple(w.shape[2:])
     view, out = im2col(x, p.attrs, kernel)
     n, c = x.shape[:2]

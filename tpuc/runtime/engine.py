@@ -256,7 +256,7 @@ class EngineStep(Step):
         half = self._half_element()
         if half is not None:
             return half_conv.HalfConv(attrs, half), half_conv.conv
-        return attrs, self._rounded(float_conv.conv)
+        return attrs, self._rounded(chip_kernel(self.family, float_conv.conv))
 
     def _half_element(self) -> Element | None:
         """The half element when the (first two) operands and the result all

@@ -3,7 +3,8 @@ by a weight (`tpuc.kernels.half_conv`: blocks of 32 input channels, cut
 products, the f32 accumulator in the chip's order), AddConst/SubConst/
 MulConst and Scale (`tpuc.kernels.half_eltwise`: the constant, the bias and
 the product rounded to the half type). A matmul of two activations, and
-every op in f32, with mixed types or for cv18xx, keeps TOP's kernel, rounded."""
+every op in f32, with mixed types or for cv18xx, keeps TOP's kernel, rounded
+(a bm168x conv the chip's depthwise order: `tpuc.kernels.chip_depthwise`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.conv import conv_attrs
 from tpuc.interp.kernels.elementwise import const_record
 from tpuc.interp.kernels.registry import Array, KernelResult, record_of
-from tpuc.interp.tpu_kernels.float_ops import rounded
+from tpuc.interp.tpu_kernels.float_ops import chip_own, rounded
 from tpuc.interp.tpu_kernels.params import element_of_value, relu_of
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
 from tpuc.kernels import half_conv, half_eltwise
@@ -27,7 +28,7 @@ from tpuc.kernels.float_conv import MatMul
 from tpuc.module_io import module_attr
 
 HALF = ("f16", "bf16")
-_TOP_CONV = rounded(KERNELS[top.ConvOp])
+_TOP_CONV = chip_own(top.ConvOp)  # the chip's depthwise order (chip_depthwise)
 _TOP_MATMUL = rounded(KERNELS[top.MatMulOp])
 
 
