@@ -31,7 +31,17 @@ from tpuc.isa.records import (
     Command,
     TensorRecord,
 )
-from tpuc.kernels import arith, data, float_conv, half_conv, half_eltwise, norm, pooling, sums
+from tpuc.kernels import (
+    arith,
+    data,
+    float_conv,
+    half_conv,
+    half_deconv,
+    half_eltwise,
+    norm,
+    pooling,
+    sums,
+)
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
@@ -251,9 +261,12 @@ class EngineStep(Step):
             b.group,
             self._float_relu(b.requant),
         )
-        if b.mode == isa.CONV_TRANSPOSED:
-            return float_conv.Deconv(attrs, b.output_padding), self._rounded(float_conv.deconv)
         half = self._half_element()
+        if b.mode == isa.CONV_TRANSPOSED:
+            record = float_conv.Deconv(attrs, b.output_padding)
+            if half is not None:
+                return half_deconv.HalfDeconv(record, half), half_deconv.deconv
+            return record, self._rounded(float_conv.deconv)
         if half is not None:
             return half_conv.HalfConv(attrs, half), half_conv.conv
         return attrs, self._rounded(chip_kernel(self.family, float_conv.conv))

@@ -1,6 +1,7 @@
 """F16/BF16 ops as the bm168x chips compute them: tpu.Conv2D and tpu.MatMul
 by a weight (`tpuc.kernels.half_conv`: blocks of 32 input channels, cut
-products, the f32 accumulator in the chip's order), AddConst/SubConst/
+products, the f32 accumulator in the chip's order), tpu.Deconv (that
+convolution over the zero-inserted input, `tpuc.kernels.half_deconv`), AddConst/SubConst/
 MulConst and Scale (`tpuc.kernels.half_eltwise`: the constant, the bias and
 the product rounded to the half type). A matmul of two activations, and
 every op in f32, with mixed types or for cv18xx, keeps TOP's kernel, rounded
@@ -17,11 +18,11 @@ from tpuc.dialects.base import shape_of
 from tpuc.interp.kernels import KERNELS
 from tpuc.interp.kernels.conv import conv_attrs
 from tpuc.interp.kernels.elementwise import const_record
-from tpuc.interp.kernels.registry import Array, KernelResult, record_of
+from tpuc.interp.kernels.registry import LIBRARY, Array, KernelResult, record_of
 from tpuc.interp.tpu_kernels.float_ops import chip_own, rounded
 from tpuc.interp.tpu_kernels.params import element_of_value, relu_of
 from tpuc.interp.tpu_kernels.registry import tpu_kernel
-from tpuc.kernels import half_conv, half_eltwise
+from tpuc.kernels import half_conv, half_deconv, half_eltwise
 from tpuc.kernels.element import Element
 from tpuc.kernels.elementwise import Scale
 from tpuc.kernels.float_conv import MatMul
@@ -66,6 +67,19 @@ def conv2d(op, args: list[Array | None]) -> KernelResult:
         return _TOP_CONV(op, args)
     record = record_of(op, lambda o: half_conv.HalfConv(conv_attrs(o), element))
     return half_conv.conv(record, *args)
+
+
+_TOP_DECONV = rounded(KERNELS[top.DeconvOp])
+
+
+@tpu_kernel(tpu.DeconvOp, kinds=("float",), priority=1)
+def deconv(op, args: list[Array | None]) -> KernelResult:
+    element = half_element(op)
+    if element is None:
+        return _TOP_DECONV(op, args)
+    build = LIBRARY[top.DeconvOp][0]
+    record = record_of(op, lambda o: half_deconv.HalfDeconv(build(o), element))
+    return half_deconv.deconv(record, *args)
 
 
 @tpu_kernel(tpu.MatMulOp, kinds=("float",), priority=1)
