@@ -204,9 +204,10 @@ def accumulate(cols: Array, w: Array, bias: Array, half: Half) -> Array:
     bound = slack(cols, w, walk, half.mantissa)
     doubt = np.nonzero(half.rounder(acc - bound) != half.rounder(acc + bound))
     if doubt[0].size:
-        pk = np.ascontiguousarray(cols.transpose(2, 1, 0), dtype=half.products)
+        pixels, at = np.unique(doubt[1], return_inverse=True)  # only the windows in doubt
+        pk = np.ascontiguousarray(cols[:, :, pixels].transpose(2, 1, 0), dtype=half.products)
         wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=half.products)
-        acc[doubt] = exact(pk, wt, bias, *doubt)
+        acc[doubt] = exact(pk, wt, bias, doubt[0], at.reshape(-1))
     return acc
 
 
