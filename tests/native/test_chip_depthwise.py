@@ -71,7 +71,7 @@ DEPTHWISE = {
 def test_depthwise_bit_exact(tmp_path, mode, case):
     """Random inputs (BLAS's order differs from the chip's in about half the
     f32 outputs): the native outputs equal the interpreter's bit for bit."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     spec = dict(DEPTHWISE[case])
     c, side, k = (spec.pop(key) for key in ("c", "side", "k"))

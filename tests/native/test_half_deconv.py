@@ -26,7 +26,7 @@ DECONVS = {
 
 def stressed_deconv(rng, mode: str, ic: int, oc: int, side: int, k: int, group: int = 1):
     """Half-valued input, filter [ic, oc/g, k, k] and f32 bias (module docstring)."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     rnd = to_bf16 if mode == "BF16" else to_f16
     x = rnd(np.maximum(rng.standard_normal((1, ic, side, side)), 0).astype(np.float32) * 2)
