@@ -1,4 +1,4 @@
-"""F16/BF16 convolution and weight matmul as the bm168x chip computes them.
+"""F16/BF16 convolution and matmul as the bm168x chip computes them.
 
 Probed on the vendor's chip model (tests/native/test_half_conv.py): the
 accumulator is f32 and starts at the bias. The input channels of a group are
@@ -8,7 +8,9 @@ cuts each toward zero to a multiple of 2^(E-24) (E: the exponent of the
 largest |product| of the unit), rounds their exact sum to f32 (to nearest
 even) and adds it to the accumulator (f32, to nearest even). The result is
 rounded to the half type once, at the end. A matmul by a weight is the 1x1
-convolution the native target makes of it (the rows as pixels).
+convolution the native target makes of it (the rows as pixels); a batch
+matmul of two activations (no bias) sums each dot product the same way
+(tests/native/test_half_conv.py).
 
 The cut needs every product, which BLAS cannot give. So each unit's sum is
 taken exactly in float64 by BLAS (uncut), in the chip's order (`fast`);
@@ -260,6 +262,25 @@ def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     acc = accumulate(rows.T[:, None, :], w[:, :, None], bias, half)
     limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
     return finish(acc.T.reshape(x.shape[:-1] + (n,)), limit, half.rounder)
+
+
+def batch_matmul(p: HalfMatMul, x: Array, r: Array) -> Array:
+    """x [..., M, K] @ r [..., K, N] ([..., N, K] when transposed), the same
+    batch dims, no bias: the chip's batch matmul, whose dot-product units
+    follow the same rule (blocks of 32 along K, cut products, an f32
+    accumulator from 0), rounded."""
+    x, r = f32(x), f32(r)
+    if p.attrs.right_transpose:
+        r = np.swapaxes(r, -1, -2)
+    batch, (m, k), n = x.shape[:-2], x.shape[-2:], r.shape[-1]
+    xs, rs = x.reshape(-1, m, k), r.reshape(-1, k, n)
+    half = Half.of(p.element, x, r)
+    zeros = np.zeros(n, np.float32)
+    acc = np.empty((xs.shape[0], m, n), np.float32)
+    for i in range(xs.shape[0]):
+        acc[i] = accumulate(xs[i].T[:, None, :], rs[i].T[:, :, None], zeros, half).T
+    limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
+    return finish(acc.reshape(batch + (m, n)), limit, half.rounder)
 
 
 def finish(y: Array, relu_limit: float | None, rounder: Callable[[Array], Array]) -> Array:

@@ -1,11 +1,12 @@
-"""F16/BF16 ops as the bm168x chips compute them: tpu.Conv2D and tpu.MatMul
-by a weight (`tpuc.kernels.half_conv`: blocks of 32 input channels, cut
-products, the f32 accumulator in the chip's order), tpu.Deconv (that
-convolution over the zero-inserted input, `tpuc.kernels.half_deconv`), AddConst/SubConst/
-MulConst and Scale (`tpuc.kernels.half_eltwise`: the constant, the bias and
-the product rounded to the half type). A matmul of two activations, and
-every op in f32, with mixed types or for cv18xx, keeps TOP's kernel, rounded
-(a bm168x conv the chip's depthwise order: `tpuc.kernels.chip_depthwise`)."""
+"""F16/BF16 ops as the bm168x chips compute them: tpu.Conv2D, tpu.MatMul by
+a weight or of two activations without bias (`tpuc.kernels.half_conv`:
+blocks of 32 input channels, cut products, the f32 accumulator in the
+chip's order), tpu.Deconv (that convolution over the zero-inserted input,
+`tpuc.kernels.half_deconv`), AddConst/SubConst/MulConst and Scale
+(`tpuc.kernels.half_eltwise`: the constant, the bias and the product
+rounded to the half type). Other matmuls, and every op in f32, with mixed
+types or for cv18xx, keep TOP's kernel, rounded (a bm168x conv the chip's
+depthwise order: `tpuc.kernels.chip_depthwise`)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,17 @@ def weight_matmul(op) -> bool:
     return isinstance(op.operands[1].owner, top.WeightOp) and math.prod(right[:-2]) == 1
 
 
+def batch_matmul(op) -> bool:
+    """A matmul the native target runs as its batch matmul and whose
+    arithmetic is known: both operands with the same batch dims, the left
+    one not transposed, no bias."""
+    if op.value("left_transpose") or op.value("hdim_is_batch"):
+        return False
+    left, right = shape_of(op.operands[0]), shape_of(op.operands[1])
+    no_bias = len(op.operands) < 3 or isinstance(op.operands[2].owner, top.NoneOp)
+    return no_bias and len(left) == len(right) >= 2 and left[:-2] == right[:-2]
+
+
 @tpu_kernel(tpu.Conv2DOp, kinds=("float",), priority=1)
 def conv2d(op, args: list[Array | None]) -> KernelResult:
     element = half_element(op)
@@ -79,7 +91,7 @@ def deconv(op, args: list[Array | None]) -> KernelResult:
 @tpu_kernel(tpu.MatMulOp, kinds=("float",), priority=1)
 def matmul(op, args: list[Array | None]) -> KernelResult:
     element = half_element(op)
-    if element is None or not weight_matmul(op):
+    if element is None:
         return _TOP_MATMUL(op, args)
     record = record_of(
         op,
@@ -87,7 +99,11 @@ def matmul(op, args: list[Array | None]) -> KernelResult:
             MatMul(bool(o.value("right_transpose")), relu_of(o)), element
         ),
     )
-    return half_conv.matmul(record, *args)
+    if weight_matmul(op):
+        return half_conv.matmul(record, *args)
+    if batch_matmul(op):
+        return half_conv.batch_matmul(record, *args[:2])
+    return _TOP_MATMUL(op, args)
 
 
 def _const_kernel(cls, kind: str):

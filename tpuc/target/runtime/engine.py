@@ -294,6 +294,13 @@ class EngineStep(Step):
         kernel = conv_lib.deconv if b.mode == isa.CONV_TRANSPOSED else conv_lib.conv
         return record, kernel, (0, 1, 2)
 
+    def _batch_matmul(self) -> bool:
+        """Two operands of the same batch dims and no bias (half_ops.batch_matmul)."""
+        left, right, *rest = self.command.operands
+        no_bias = not rest or rest[0].absent
+        same = len(left.shape) == len(right.shape) >= 2 and left.shape[:-2] == right.shape[:-2]
+        return no_bias and same
+
     def _matmul(self, b: isa.MatMulBlock):
         if self.is_float:
             record = float_conv.MatMul(bool(b.right_transpose), self._float_relu(b.requant))
@@ -301,6 +308,8 @@ class EngineStep(Step):
             half = self._half_element()
             if half is not None and right.flags & TENSOR_COEFF and math.prod(right.shape[:-2]) == 1:
                 return half_conv.HalfMatMul(record, half), half_conv.matmul, (0, 1, 2)
+            if half is not None and self._batch_matmul():
+                return half_conv.HalfMatMul(record, half), half_conv.batch_matmul, (0, 1)
             return record, self._rounded(float_conv.matmul), (0, 1, 2)
         ops = self.command.operands
         record = MatMul(
