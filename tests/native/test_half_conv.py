@@ -143,3 +143,37 @@ def test_half_weight_matmul_bit_exact(tmp_path, mode):
     assert "tpu.MatMul" in kinds
     chip, tpuc = np.asarray(got["y"]), np.asarray(expected["y"]).reshape(np.shape(got["y"]))
     assert np.array_equal(chip, tpuc), f"{np.count_nonzero(chip != tpuc)} of {chip.size} differ"
+
+
+@pytest.mark.parametrize("mode", ["BF16", "F16"])
+@pytest.mark.parametrize("k, transposed", [(15, False), (40, True)])
+def test_half_batch_matmul_bit_exact(tmp_path, mode, k, transposed):
+    """Two activations (attention's q·kᵀ and p·v forms, ppocr_rec): K = 15
+    (one block) and 40 (a short second block). Columns 0 and 1 of the left
+    operand are 1 and rows 0 and 1 of the right one ±2^16 (BF16; 2^10 for
+    F16) that cancel, so the first block's cut grid is far above the small
+    products' bits."""
+    from tpuc.base.numerics import to_bf16, to_f16
+
+    rnd = to_bf16 if mode == "BF16" else to_f16
+    rng = np.random.default_rng(k)
+    a = rnd(rng.standard_normal((2, 3, 24, k)).astype(np.float32))
+    b = rnd((rng.standard_normal((2, 3, k, 20)) * 0.1).astype(np.float32))
+    big = 2.0 ** (16 if mode == "BF16" else 10)
+    a[..., :2] = 1
+    sign = rng.choice([-1.0, 1.0], (2, 3, 20)) * big
+    b[..., 0, :], b[..., 1, :] = sign, -sign
+    if transposed:
+        b = np.swapaxes(b, -1, -2).copy()
+        nodes = [
+            node("Transpose", ["b"], ["bt"], perm=[0, 1, 3, 2]),
+            node("MatMul", ["a", "bt"], ["y"]),
+        ]
+    else:
+        nodes = [node("MatMul", ["a", "b"], ["y"])]
+    feeds = {"a": a.astype(np.float32), "b": b.astype(np.float32)}
+    got, expected, kinds, _ = native_vs_interp(tmp_path, nodes, feeds, ["y"], mode)
+    assert "tpu.MatMul" in kinds
+    chip, tpuc = np.asarray(got["y"]), np.asarray(expected["y"]).reshape(np.shape(got["y"]))
+    same = np.count_nonzero(chip == tpuc)
+    assert same == chip.size, f"{same} of {chip.size} equal"

@@ -30,7 +30,8 @@ code, and checked on millions of values in the vendor runtime:
 
 On these: `softmax`, `lrn`, `layer_norm`, `avg_pool` and `unary` (the
 activations in CHIP_UNARY), the vendor's f32 kernels for those ops (the
-reduction layouts as the backend lays them out).
+reduction layouts as the backend lays them out); a depthwise convolution
+is `chip_depthwise`'s (the same two accumulators over the kernel positions).
 `chip_kernel` maps a kernel-library function to the chip family's own.
 """
 
@@ -42,7 +43,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tpuc.kernels import activation, cast, chip_cast, elementwise, norm, pooling
+from tpuc.kernels import (
+    activation,
+    cast,
+    chip_cast,
+    chip_depthwise,
+    elementwise,
+    float_conv,
+    norm,
+    pooling,
+)
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.pool_window import padded_input
 
@@ -398,6 +408,7 @@ CHIP_KERNELS: dict[str, dict[Callable, Callable]] = {
         cast.cast: chip_cast.cast,
         elementwise.fold: ieee(fold),  # f32 only (chip_f32)
         elementwise.binary: ieee(binary),
+        float_conv.conv: chip_depthwise.conv,
     }
 }
 """Per chip family: kernel-library functions the chip computes its own way."""

@@ -1,4 +1,4 @@
-"""F16/BF16 convolution and weight matmul as the bm168x chip computes them.
+"""F16/BF16 convolution and matmul as the bm168x chip computes them.
 
 Probed on the vendor's chip model (tests/native/test_half_conv.py): the
 accumulator is f32 and starts at the bias. The input channels of a group are
@@ -8,7 +8,9 @@ cuts each toward zero to a multiple of 2^(E-24) (E: the exponent of the
 largest |product| of the unit), rounds their exact sum to f32 (to nearest
 even) and adds it to the accumulator (f32, to nearest even). The result is
 rounded to the half type once, at the end. A matmul by a weight is the 1x1
-convolution the native target makes of it (the rows as pixels).
+convolution the native target makes of it (the rows as pixels); a batch
+matmul of two activations (no bias) sums each dot product the same way
+(tests/native/test_half_conv.py).
 
 The cut needs every product, which BLAS cannot give. So each unit's sum is
 taken exactly in float64 by BLAS (uncut), in the chip's order (`fast`);
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.kernels import float_conv
+from tpuc.kernels import chip_depthwise
 from tpuc.kernels.arrays import Array, f32, relu
 from tpuc.kernels.conv_plan import pad_spatial, window_strides
 from tpuc.kernels.element import Element
@@ -202,9 +204,10 @@ def accumulate(cols: Array, w: Array, bias: Array, half: Half) -> Array:
     bound = slack(cols, w, walk, half.mantissa)
     doubt = np.nonzero(half.rounder(acc - bound) != half.rounder(acc + bound))
     if doubt[0].size:
-        pk = np.ascontiguousarray(cols.transpose(2, 1, 0), dtype=half.products)
+        pixels, at = np.unique(doubt[1], return_inverse=True)  # only the windows in doubt
+        pk = np.ascontiguousarray(cols[:, :, pixels].transpose(2, 1, 0), dtype=half.products)
         wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=half.products)
-        acc[doubt] = exact(pk, wt, bias, *doubt)
+        acc[doubt] = exact(pk, wt, bias, doubt[0], at.reshape(-1))
     return acc
 
 
@@ -224,18 +227,11 @@ def im2col(x: Array, attrs: ConvAttrs, kernel: tuple[int, ...]) -> tuple[Array, 
     return view, out
 
 
-def depthwise(p: HalfConv, x: Array, w: Array) -> bool:
-    """TPU-MLIR's is_dw (groups = input = output channels > 1): the native
-    target runs those in f32 between casts, which is `float_conv`'s
-    arithmetic."""
-    return 1 < p.attrs.group == x.shape[1] == w.shape[0]
-
-
 def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     """The convolution as the chip computes it, rounded to the half type."""
     x, w = f32(x), f32(w)
-    if depthwise(p, x, w):
-        return f32(half_rounder(p.element)(float_conv.conv(p.attrs, x, w, b)))
+    if chip_depthwise.is_depthwise(p.attrs, x, w):  # the native target: in f32 between casts
+        return f32(half_rounder(p.element)(chip_depthwise.depthwise(p.attrs, x, w, b)))
     kernel = tuple(w.shape[2:])
     view, out = im2col(x, p.attrs, kernel)
     n, c = x.shape[:2]
@@ -266,6 +262,25 @@ def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     acc = accumulate(rows.T[:, None, :], w[:, :, None], bias, half)
     limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
     return finish(acc.T.reshape(x.shape[:-1] + (n,)), limit, half.rounder)
+
+
+def batch_matmul(p: HalfMatMul, x: Array, r: Array) -> Array:
+    """x [..., M, K] @ r [..., K, N] ([..., N, K] when transposed), the same
+    batch dims, no bias: the chip's batch matmul, whose dot-product units
+    follow the same rule (blocks of 32 along K, cut products, an f32
+    accumulator from 0), rounded."""
+    x, r = f32(x), f32(r)
+    if p.attrs.right_transpose:
+        r = np.swapaxes(r, -1, -2)
+    batch, (m, k), n = x.shape[:-2], x.shape[-2:], r.shape[-1]
+    xs, rs = x.reshape(-1, m, k), r.reshape(-1, k, n)
+    half = Half.of(p.element, x, r)
+    zeros = np.zeros(n, np.float32)
+    acc = np.empty((xs.shape[0], m, n), np.float32)
+    for i in range(xs.shape[0]):
+        acc[i] = accumulate(xs[i].T[:, None, :], rs[i].T[:, :, None], zeros, half).T
+    limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
+    return finish(acc.reshape(batch + (m, n)), limit, half.rounder)
 
 
 def finish(y: Array, relu_limit: float | None, rounder: Callable[[Array], Array]) -> Array:

@@ -1,9 +1,12 @@
-"""F16/BF16 ops as the bm168x chips compute them: tpu.Conv2D and tpu.MatMul
-by a weight (`tpuc.kernels.half_conv`: blocks of 32 input channels, cut
-products, the f32 accumulator in the chip's order), AddConst/SubConst/
-MulConst and Scale (`tpuc.kernels.half_eltwise`: the constant, the bias and
-the product rounded to the half type). A matmul of two activations, and
-every op in f32, with mixed types or for cv18xx, keeps TOP's kernel, rounded."""
+"""F16/BF16 ops as the bm168x chips compute them: tpu.Conv2D, tpu.MatMul by
+a weight or of two activations without bias (`tpuc.kernels.half_conv`:
+blocks of 32 input channels, cut products, the f32 accumulator in the
+chip's order), tpu.Deconv (that convolution over the zero-inserted input,
+`tpuc.kernels.half_deconv`), AddConst/SubConst/MulConst and Scale
+(`tpuc.kernels.half_eltwise`: the constant, the bias and the product
+rounded to the half type). Other matmuls, and every op in f32, with mixed
+types or for cv18xx, keep TOP's kernel, rounded (a bm168x conv the chip's
+depthwise order: `tpuc.kernels.chip_depthwise`)."""
 
 from __future__ import annotations
 
@@ -14,17 +17,17 @@ from tpuc.dialects.base import shape_of
 from tpuc.interp.top_ops import KERNELS
 from tpuc.interp.top_ops.conv import conv_attrs
 from tpuc.interp.top_ops.elementwise import const_record
-from tpuc.interp.top_ops.registry import Array, KernelResult, record_of
-from tpuc.interp.tpu_ops.float_ops import chip_family, rounded
+from tpuc.interp.top_ops.registry import LIBRARY, Array, KernelResult, record_of
+from tpuc.interp.tpu_ops.float_ops import chip_family, chip_own, rounded
 from tpuc.interp.tpu_ops.params import element_of_value, relu_of
 from tpuc.interp.tpu_ops.registry import tpu_kernel
-from tpuc.kernels import half_conv, half_eltwise
+from tpuc.kernels import half_conv, half_deconv, half_eltwise
 from tpuc.kernels.element import Element
 from tpuc.kernels.elementwise import Scale
 from tpuc.kernels.float_conv import MatMul
 
 HALF = ("f16", "bf16")
-_TOP_CONV = rounded(KERNELS[top.ConvOp])
+_TOP_CONV = chip_own(top.ConvOp)  # the chip's depthwise order (chip_depthwise)
 _TOP_MATMUL = rounded(KERNELS[top.MatMulOp])
 
 
@@ -52,6 +55,17 @@ def weight_matmul(op) -> bool:
     return isinstance(op.operands[1].owner, top.WeightOp) and math.prod(right[:-2]) == 1
 
 
+def batch_matmul(op) -> bool:
+    """A matmul the native target runs as its batch matmul and whose
+    arithmetic is known: both operands with the same batch dims, the left
+    one not transposed, no bias."""
+    if op.value("left_transpose") or op.value("hdim_is_batch"):
+        return False
+    left, right = shape_of(op.operands[0]), shape_of(op.operands[1])
+    no_bias = len(op.operands) < 3 or isinstance(op.operands[2].owner, top.NoneOp)
+    return no_bias and len(left) == len(right) >= 2 and left[:-2] == right[:-2]
+
+
 @tpu_kernel(tpu.Conv2DOp, kinds=("float",), priority=1)
 def conv2d(op, args: list[Array | None]) -> KernelResult:
     element = half_element(op)
@@ -61,10 +75,23 @@ def conv2d(op, args: list[Array | None]) -> KernelResult:
     return half_conv.conv(record, *args)
 
 
+_TOP_DECONV = rounded(KERNELS[top.DeconvOp])
+
+
+@tpu_kernel(tpu.DeconvOp, kinds=("float",), priority=1)
+def deconv(op, args: list[Array | None]) -> KernelResult:
+    element = half_element(op)
+    if element is None:
+        return _TOP_DECONV(op, args)
+    build = LIBRARY[top.DeconvOp][0]
+    record = record_of(op, lambda o: half_deconv.HalfDeconv(build(o), element))
+    return half_deconv.deconv(record, *args)
+
+
 @tpu_kernel(tpu.MatMulOp, kinds=("float",), priority=1)
 def matmul(op, args: list[Array | None]) -> KernelResult:
     element = half_element(op)
-    if element is None or not weight_matmul(op):
+    if element is None:
         return _TOP_MATMUL(op, args)
     record = record_of(
         op,
@@ -72,7 +99,11 @@ def matmul(op, args: list[Array | None]) -> KernelResult:
             MatMul(bool(o.value("right_transpose")), relu_of(o)), element
         ),
     )
-    return half_conv.matmul(record, *args)
+    if weight_matmul(op):
+        return half_conv.matmul(record, *args)
+    if batch_matmul(op):
+        return half_conv.batch_matmul(record, *args[:2])
+    return _TOP_MATMUL(op, args)
 
 
 def _const_kernel(cls, kind: str):

@@ -21,7 +21,17 @@ import numpy as np
 
 from tpuc.base.dtypes import ELEMENT_TYPES
 from tpuc.base.errors import TpucError
-from tpuc.kernels import arith, data, float_conv, half_conv, half_eltwise, norm, pooling, sums
+from tpuc.kernels import (
+    arith,
+    data,
+    float_conv,
+    half_conv,
+    half_deconv,
+    half_eltwise,
+    norm,
+    pooling,
+    sums,
+)
 from tpuc.kernels import cast as cast_lib
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels import elementwise as ew
@@ -251,12 +261,15 @@ class EngineStep(Step):
             b.group,
             self._float_relu(b.requant),
         )
-        if b.mode == isa.CONV_TRANSPOSED:
-            return float_conv.Deconv(attrs, b.output_padding), self._rounded(float_conv.deconv)
         half = self._half_element()
+        if b.mode == isa.CONV_TRANSPOSED:
+            record = float_conv.Deconv(attrs, b.output_padding)
+            if half is not None:
+                return half_deconv.HalfDeconv(record, half), half_deconv.deconv
+            return record, self._rounded(float_conv.deconv)
         if half is not None:
             return half_conv.HalfConv(attrs, half), half_conv.conv
-        return attrs, self._rounded(float_conv.conv)
+        return attrs, self._rounded(chip_kernel(self.family, float_conv.conv))
 
     def _half_element(self) -> Element | None:
         """The half element when the (first two) operands and the result all
@@ -281,6 +294,13 @@ class EngineStep(Step):
         kernel = conv_lib.deconv if b.mode == isa.CONV_TRANSPOSED else conv_lib.conv
         return record, kernel, (0, 1, 2)
 
+    def _batch_matmul(self) -> bool:
+        """Two operands of the same batch dims and no bias (half_ops.batch_matmul)."""
+        left, right, *rest = self.command.operands
+        no_bias = not rest or rest[0].absent
+        same = len(left.shape) == len(right.shape) >= 2 and left.shape[:-2] == right.shape[:-2]
+        return no_bias and same
+
     def _matmul(self, b: isa.MatMulBlock):
         if self.is_float:
             record = float_conv.MatMul(bool(b.right_transpose), self._float_relu(b.requant))
@@ -288,6 +308,8 @@ class EngineStep(Step):
             half = self._half_element()
             if half is not None and right.flags & TENSOR_COEFF and math.prod(right.shape[:-2]) == 1:
                 return half_conv.HalfMatMul(record, half), half_conv.matmul, (0, 1, 2)
+            if half is not None and self._batch_matmul():
+                return half_conv.HalfMatMul(record, half), half_conv.batch_matmul, (0, 1)
             return record, self._rounded(float_conv.matmul), (0, 1, 2)
         ops = self.command.operands
         record = MatMul(
