@@ -1,8 +1,8 @@
 """The calibration techniques of run_calibration.py (--sq --we --bc
 --adaround --search) run in one plan, measured before and after.
 
-Order, as TPU-MLIR: SmoothQuant, weight equalization (both keep the float
-function), then bias correction and learned rounding (both change the
+Order, as TPU-MLIR: SmoothQuant, softmax correction, weight equalization
+(all three keep the float function), then bias correction and learned rounding (both change the
 weights toward what INT8 can hold), then calibration of the changed module,
 then the search. Each step says what it touched; the plan's similarity is
 the FP32 vs INT8 output cosine against the float outputs of the module as
@@ -27,7 +27,7 @@ Technique = Callable[[Calibration, Sequence[Any], Progress, Mapping[str, float]]
 """(calibration, samples, progress, current thresholds) -> what it did."""
 
 TECHNIQUES: Registry[str, Technique] = Registry("calibration techniques")
-ORDER = ("sq", "we", "bc", "adaround")
+ORDER = ("sq", "smc", "we", "bc", "adaround")
 MEASURES_INT8 = ("bc",)
 """Techniques that read the thresholds: calibration runs again before them
 when an earlier one changed the weights (as TPU-MLIR: --we, calibrate, --bc)."""
@@ -55,6 +55,21 @@ def _smoothquant(cal: Calibration, samples, progress, thresholds) -> list[str]:
     lines = [f"SmoothQuant: {len(sites)} LayerNorm -> MatMul site(s)"]
     lines += [f"  {s.name} (alpha {s.alpha:.2f}) -> {', '.join(r.name for r in s.readers)}"
               for s in sites]  # fmt: skip
+    return lines
+
+
+@technique("smc")
+def _softmax_correction(cal: Calibration, samples, progress, thresholds) -> list[str]:
+    from tpuc.calibration.softmax_correction import correct_softmaxes
+
+    sites = correct_softmaxes(cal.interp, cal.weights, samples, cal.load, progress)
+    lines = [f"softmax correction: {len(sites)} Softmax -> MatMul site(s)"]
+    for site in sites[:MAX_LISTED]:
+        scale = site.scale.ravel()
+        lines.append(f"  {site.name} -> {site.matmul.names[0]}: mean row max per head "
+                     f"{scale.min():.4g}..{scale.max():.4g}")  # fmt: skip
+    if len(sites) > MAX_LISTED:
+        lines.append(f"  … ({len(sites)} in all)")
     return lines
 
 
@@ -132,7 +147,7 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
         for name in (n for n in ORDER if n in plan.techniques):
             if stale and name in MEASURES_INT8:
                 entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
-            used = samples if name in ("sq", "we") else samples[: plan.bc_num]
+            used = samples if name in ("sq", "smc", "we") else samples[: plan.bc_num]
             thresholds = {n: e.threshold for n, e in entries.items()}
             for line in TECHNIQUES[name](cal, used, progress, thresholds):
                 say(line)

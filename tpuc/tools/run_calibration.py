@@ -2,7 +2,7 @@
 
     run_calibration.py name.mlir --dataset DIR | --data_list FILE [--input_num N]
         [--cali_method kl] [--histogram_bin_num 2048] [--tune_num 10 | --tune_list FILE]
-        [--sq] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
+        [--sq] [--smc] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
         [--search search_threshold|search_qtable|fast_search|mix_search
          [--quantize_table name_qtable] [--expected_cos 0.99] [--min_layer_cos 0.99]]
         -o name_cali_table
@@ -14,7 +14,8 @@ threshold per tensor with `--cali_method`, auto-tunes the thresholds on the
 first `--tune_num` samples, applies the per-op range rules and writes the
 table in TPU-MLIR's format.
 
-The techniques (--sq, --we, --bc, --adaround) change the module's weights:
+The techniques (--sq, --smc, --we, --bc, --adaround) change the module's
+weights (--smc also inserts a Mul before and after each attention MatMul):
 TPU-MLIR rewrites the module's weight file in place; tpuc never overwrites
 an input, so it writes the changed module and its weights next to the
 table (`--output_mlir`), and that module is what model_deploy.py takes
@@ -45,7 +46,8 @@ EPILOG = (
     "model_transform.py), .npy (one input) or .npz (keyed by input name; one file per sample "
     "for several inputs). Set SOURCE_DATE_EPOCH to record a generation time; without it two "
     "runs write identical bytes. Techniques (docs/tools.md, 'Calibration techniques'): "
-    "--sq SmoothQuant (LayerNorm -> MatMul), --we cross-layer weight equalization, --bc bias "
+    "--sq SmoothQuant (LayerNorm -> MatMul), --smc softmax correction (Softmax -> MatMul), "
+    "--we cross-layer weight equalization, --bc bias "
     "correction, --adaround learned weight rounding; they write the changed module to "
     "--output_mlir (default: <mlir name>_<techniques>.mlir next to the table), which "
     "model_deploy.py must be given with the table."
@@ -100,8 +102,8 @@ def add_technique_flags(parser) -> None:
          "output error from rounding its weights to INT8, measured on the samples")  # fmt: skip
     flag("--adaround", action="store_true", help="learned rounding of Conv/MatMul weights "
          "(AdaRound) on the samples' layer inputs")  # fmt: skip
-    flag("--smc", action="store_true", help="TPU-MLIR's softmax correction: not implemented in "
-         "tpuc (refused with a message)")  # fmt: skip
+    flag("--smc", action="store_true", help="softmax correction: scale each attention Softmax "
+         "read by a MatMul to a mean row max of 1 per head before it, back after it")  # fmt: skip
     flag("--bc_inference_num", type=int, default=30,
          help="samples used by --bc and --adaround (default 30)")  # fmt: skip
     flag("--search", choices=SEARCH_MODES, default="False", help="search_threshold: thresholds "
@@ -140,7 +142,7 @@ class Request:
 
 
 def technique_names(args) -> tuple[str, ...]:
-    return tuple(name for name in ("sq", "we", "bc", "adaround") if getattr(args, name))
+    return tuple(name for name in ("sq", "smc", "we", "bc", "adaround") if getattr(args, name))
 
 
 def check_plan(args, output: Path):
@@ -148,11 +150,6 @@ def check_plan(args, output: Path):
     and where the changed module and the qtable go."""
     from tpuc.calibration.techniques import Plan
 
-    if args.smc:
-        raise TpucError(
-            "--smc: softmax correction is not implemented in tpuc (it would rescale attention "
-            "probabilities through an INT8 Mul whose per-head weights lose precision)"
-        )
     names = technique_names(args)
     search = None if args.search == "False" else args.search
     if not names and search is None:
