@@ -132,6 +132,8 @@ class Outcome:
     after: float
     qtable: dict[str, str] | None = None
     lines: list[str] = field(default_factory=list)
+    lossy: dict[str, float] = field(default_factory=dict)
+    """The final table's tensors INT8 cannot hold (its `# int8_lossy` lines)."""
 
 
 def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Progress,
@@ -155,11 +157,13 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
             changed = stale = True
         if changed:
             entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
+        lossy = cal.lossy
         if plan.search == "search_threshold":
-            entries = _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say)
+            entries, lossy = _search_thresholds(cal, samples, tune_samples, plan, meter, progress,
+                                                say)  # fmt: skip
         after = meter.cosine(cal.module, cal.weights, entries)
         say(f"FP32 vs INT8 output cosine after: {after:.6f} (before {before:.6f})")
-        outcome = Outcome(entries, changed, before, after)
+        outcome = Outcome(entries, changed, before, after, lossy=dict(lossy))
         if plan.search in ("search_qtable", "fast_search", "mix_search"):
             outcome.qtable = _search_qtable(cal, entries, inputs, plan, meter, progress, say)
         return outcome
@@ -167,8 +171,10 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
         meter.close()
 
 
-def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -> dict:
+def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -> tuple:
+    """The searched table and its lossy tensors, measured on the search's statistics."""
     from tpuc.calibration.collect import collect
+    from tpuc.calibration.int8_error import lossy_tensors
     from tpuc.calibration.search import ThresholdSearch, method_thresholds
     from tpuc.calibration.thresholds import threshold
     from tpuc.calibration.tune import tune
@@ -187,7 +193,7 @@ def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -
     for name, old, new, cos in search.changes:
         say(f"  {name}: threshold {old:.6g} -> {new:.6g} (cosine {cos:.6f})")
     say(f"search_threshold: {len(search.changes)} tensor(s) moved, {meter.evaluations} INT8 runs")
-    return table
+    return table, lossy_tensors(stats, table, cal.interp.steps)
 
 
 def _search_qtable(cal, entries, inputs, plan, meter, progress, say) -> dict[str, str]:

@@ -276,13 +276,18 @@ def run(argv: list[str] | None = None) -> int:
         protected=protected,
         lossy=cal.lossy,
     )
-    if cal.lossy:
-        listed = ", ".join(f"{n} ({db:.1f} dB)" for n, db in list(cal.lossy.items())[:5])
-        more = ", …" if len(cal.lossy) > 5 else ""
-        say(f"{len(cal.lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
+    say_lossy(cal.lossy)
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
     say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s: {stages})")
     return 0
+
+
+def say_lossy(lossy: dict[str, float]) -> None:
+    """The tensors the table lists as lossy (model_deploy.py keeps them in float)."""
+    if lossy:
+        listed = ", ".join(f"{n} ({db:.1f} dB)" for n, db in list(lossy.items())[:5])
+        more = ", …" if len(lossy) > 5 else ""
+        say(f"{len(lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
 
 
 def run_plan(req: Request, cal, samples, tune_samples, protected, generated, start) -> int:
@@ -298,7 +303,8 @@ def run_plan(req: Request, cal, samples, tune_samples, protected, generated, sta
     methods = [req.method] + list(req.plan.techniques)
     if req.plan.search:
         methods.append(req.plan.search)
-    text = format_table(CaliTable(entries=outcome.entries), mlir=mlir.name, methods=methods,
+    table = CaliTable(entries=outcome.entries, lossy=outcome.lossy)
+    text = format_table(table, mlir=mlir.name, methods=methods,
                         histogram_bins=req.bins, samples=len(samples),
                         tune_num=len(tune_samples), generated=generated)  # fmt: skip
     with OutputSet(protected=tuple(protected)) as out:
@@ -308,6 +314,7 @@ def run_plan(req: Request, cal, samples, tune_samples, protected, generated, sta
         if outcome.qtable is not None:
             out.write_text(req.qtable, format_qtable(outcome.qtable, [f"chip: {req.plan.chip}"]))
         out.write_text(req.output, text)
+    say_lossy(outcome.lossy)
     say(f"{len(outcome.entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s)")
     if outcome.weights_changed:
         say(f"changed module -> {mlir}; deploy it with this table: model_deploy.py --mlir {mlir} "
