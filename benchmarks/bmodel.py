@@ -2,7 +2,7 @@
 """The bmodel per model and target: size, activation memory, compile time, run time.
 
 For each model and target (default bm1684x INT8 and F16) it compiles the
-TOP module with the library (tpuc.deploy.lower, then tpuc.pipeline.compile_bmodel:
+TOP module with the library (tpuc.workflow.deploy.lower, then tpuc.workflow.pipeline.compile_bmodel:
 weight-reorder, subnet-divide, address-assign, codegen; no verification)
 and prints:
 - the bmodel's size split into coefficients (the coefficient blob),
@@ -87,8 +87,8 @@ def command_payloads(model) -> list[bytes]:
 
 
 def size_split(data: bytes, source: str = "bmodel") -> SizeSplit:
-    """Split the bytes of a bmodel file (read and checked by tpuc.bmodel)."""
-    from tpuc.bmodel import HEADER_SIZE, read_bmodel
+    """Split the bytes of a bmodel file (read and checked by tpuc.target.bmodel)."""
+    from tpuc.target.bmodel import HEADER_SIZE, read_bmodel
 
     model = read_bmodel(data, source)
     fb_size, bin_size = struct.unpack_from("<2I", data, 8)  # after magic, header_size
@@ -106,8 +106,8 @@ def activation_memory(module) -> tuple[int, int]:
     """(neuron_size, sum of every activation's bytes) of a TPU_ADDRESSED
     module (activations in DDR: a layer group's internal tensors have none)."""
     from tpuc.dialects import top
-    from tpuc.ir import main_function
-    from tpuc.module_io import module_attr
+    from tpuc.ir.core import main_function
+    from tpuc.ir.module_io import module_attr
     from tpuc.passes.address_assign import address_of, tensor_bytes
     from tpuc.passes.liveness import body_ops
 
@@ -122,11 +122,11 @@ def activation_memory(module) -> tuple[int, int]:
 def peak_live(module) -> int:
     """The most activation bytes live at once (each aligned as address-assign
     aligns it; in-place chains once): no allocator can do with less."""
-    from tpuc.chips import get_chip
-    from tpuc.ir import main_function
-    from tpuc.module_io import module_attr
+    from tpuc.ir.core import main_function
+    from tpuc.ir.module_io import module_attr
     from tpuc.passes.address_assign import address_of, align_up, tensor_bytes
     from tpuc.passes.liveness import buffers
+    from tpuc.target.chips import get_chip
 
     align = get_chip(str(module_attr(module, "chip"))).neuron_align
     change: dict[int, int] = {}
@@ -195,9 +195,9 @@ def cached_files(name: str, work: Path, anchors: Path) -> ModelFiles:
 
 def compile_target(files: ModelFiles, target: Target, disable_layer_group: bool = False):
     """(Compiled, lower seconds, back-end seconds) from a freshly loaded module."""
-    from tpuc.deploy import lower
-    from tpuc.module_io import load_module
-    from tpuc.pipeline import compile_bmodel
+    from tpuc.ir.module_io import load_module
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import compile_bmodel
 
     module, store = load_module(files.mlir)
     table = files.cali_table if target.mode == "INT8" else None
@@ -292,7 +292,7 @@ def measure(
     files: ModelFiles, target: Target, repeat: int = 3, threads: int = 2, cli: bool = False
 ) -> Row:
     """Compile `files` for `target`, then time the bmodel against onnxruntime."""
-    from tpuc.runtime import load_bmodel
+    from tpuc.target.runtime import load_bmodel
 
     compiled, lower_s, backend_s = compile_target(files, target)
     neuron_size, activations = activation_memory(compiled.module)

@@ -126,7 +126,7 @@ def table_distance(a: Path, b: Path) -> str:
     largest relative difference and how many tensors differ)."""
     if a.read_bytes() == b.read_bytes():
         return "tables byte-identical"
-    from tpuc.cali_table import read_table
+    from tpuc.base.cali_table import read_table
 
     ta, tb = read_table(a).entries, read_table(b).entries
     rel = [
@@ -175,8 +175,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tpuc_cali_bench_") as tmp:
         work = Path(tmp)
         mlir = transform(model_onnx(args.model, args.anchors), work, args.model)
-        from tpuc.module_io import load_module
-        from tpuc.preprocess import input_specs
+        from tpuc.ir.module_io import load_module
+        from tpuc.ir.preprocess import input_specs
 
         spec = input_specs(load_module(mlir)[0])[0]
         make_samples(work / "samples", max(counts), spec.name, spec.shape[-1])

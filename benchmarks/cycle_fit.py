@@ -6,13 +6,13 @@ converted and lowered in process, with the casts at its edges stripped
 (`--quant_input --quant_output`) so the bmodel holds the op alone (the
 `cast` class keeps them: its cases are the edge conversions). Every op is a
 global layer on both sides; the case is then compiled twice:
-- tpuc's own target: `compile_bmodel` + `tpuc.runtime.profile.estimate`
-  (tpuc's cycle model, tpuc/chips/timing.py, docs/cost.md);
+- tpuc's own target: `compile_bmodel` + `tpuc.target.runtime.profile.estimate`
+  (tpuc's cycle model, tpuc/target/chips/timing.py, docs/cost.md);
 - the native target: `native_codegen`, the vendor backend library's own
   cycle count for the same layer (its profile's total, 1 cycle = 1 ns).
-Prints one row per case (tpuc, vendor, tpuc/vendor) and per op class the
+Prints one row per case (tpuc, vendor, tpuc/target/vendor) and per op class the
 median and the largest absolute relative error |tpuc - vendor| / vendor.
-`--json FILE` writes the rows (the fit in tpuc/chips/timing.py was made
+`--json FILE` writes the rows (the fit in tpuc/target/chips/timing.py was made
 from them).
 
     PYTHONPATH=$PWD python benchmarks/cycle_fit.py [--classes conv,add]
@@ -139,18 +139,18 @@ def _onnx(case: Case, path: Path) -> str:
 
 def _table(tmp: Path, module, store, feeds) -> Path:
     """A max calibration table of the module on the feeds (one sample)."""
-    from tpuc.calibration.calibrate import one_sample_table
+    from tpuc.workflow.calibration.calibrate import one_sample_table
 
     return one_sample_table(tmp, module, store, feeds, "cycle_fit")
 
 
 def lowered(case: Case, mode: str, tmp: Path):
     """The case's module lowered in `mode` (edge casts stripped) and its weights."""
-    from tpuc.deploy import lower
     from tpuc.frontends.onnx.converter import convert_onnx
+    from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.passes.strip_io_quant import plan, strip
-    from tpuc.pipeline import run_passes, transform_passes
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import run_passes, transform_passes
 
     module, weights = convert_onnx(_onnx(case, tmp / "m.onnx"), "m")
     store = WeightStore(weights)
@@ -167,7 +167,9 @@ def lowered(case: Case, mode: str, tmp: Path):
     return module, store
 
 
-STORED = Path(__file__).resolve().parents[1] / "tpuc" / "chips" / "bm1684x_cycle_suite.json"
+STORED = (
+    Path(__file__).resolve().parents[1] / "tpuc" / "target" / "chips" / "bm1684x_cycle_suite.json"
+)
 """The vendor's cycles the fit was made from (`--stored` reads them)."""
 
 
@@ -179,10 +181,10 @@ def stored() -> dict[tuple[str, str], int]:
 def measure(case: Case, mode: str, vendor) -> tuple[int, int]:
     """(tpuc's estimate, the vendor's cycles) of the case in `mode`;
     `vendor` a dict: its stored cycles, no native run."""
-    from tpuc.bmodel import read_bmodel
-    from tpuc.pipeline import compile_bmodel
-    from tpuc.runtime.profile import estimate
+    from tpuc.target.bmodel import read_bmodel
+    from tpuc.target.runtime.profile import estimate
     from tpuc.tools.deploy_native import native_codegen
+    from tpuc.workflow.pipeline import compile_bmodel
 
     with tempfile.TemporaryDirectory() as name:
         module, store = lowered(case, mode, Path(name))
@@ -215,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stored", action="store_true",
                         help=f"the vendor's cycles from {STORED.name} (no native run)")  # fmt: skip
     args = parser.parse_args(argv)
-    from tpuc.errors import TpucError
-    from tpuc.vendor.fetch import locate
+    from tpuc.base.errors import TpucError
+    from tpuc.target.vendor.fetch import locate
 
     vendor = stored() if args.stored else locate()
     wanted = set(filter(None, args.classes.split(",")))

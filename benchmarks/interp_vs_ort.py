@@ -60,10 +60,10 @@ def interleaved_medians(top_fn, ort_fn, runs: int) -> tuple[float, float]:
 
 def build_top(onnx_path: Path):
     """ONNX -> TOP after shape-infer and canonicalize, as model_transform does."""
-    from tpuc.context import make_context
     from tpuc.frontends.onnx import convert_onnx
+    from tpuc.ir.context import make_context
+    from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.passes.registry import get_all_passes
-    from tpuc.weights import WeightStore, attach_weights
 
     module, weights = convert_onnx(str(onnx_path), "bench")
     store = WeightStore(weights)

@@ -137,8 +137,8 @@ def bench(count, in_c, out_c, k, stride, hw, group, threads, repeat):
     import numpy as np
 
     from tpuc.dialects import top
-    from tpuc.interp.kernels import KERNELS
-    from tpuc.interp.kernels.executor import Executor
+    from tpuc.interp.top_ops import KERNELS
+    from tpuc.interp.top_ops.executor import Executor
 
     sess, w, b = ort_conv(in_c, out_c, k, stride, hw, group, threads)
     x = np.random.default_rng(1).standard_normal((1, in_c, hw, hw)).astype(np.float32)
@@ -323,8 +323,8 @@ def bench_onnx_file(path: str, threads: int, repeat: int, workers: int | None = 
 
     from tpuc.frontends.onnx import convert_onnx
     from tpuc.interp.top_interpreter import TopInterpreter
-    from tpuc.pipeline import transform
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import transform
 
     module, weights = convert_onnx(path, "bench")
     weights = WeightStore(weights)

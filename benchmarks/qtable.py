@@ -42,9 +42,9 @@ def samples(model: str, count: int) -> list[dict[str, np.ndarray]]:
 
 
 def main() -> int:
-    from tpuc.chips import get_chip
-    from tpuc.mixed_precision import MixedPrecisionSearch
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.target.chips import get_chip
+    from tpuc.workflow.mixed_precision import MixedPrecisionSearch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")

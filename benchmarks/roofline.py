@@ -2,8 +2,8 @@
 """The estimated latency of each anchor model per mode, next to its roofline bound.
 
 For each model and target it compiles the TOP module in-process (as
-benchmarks/bmodel.py does: tpuc.deploy.lower, tpuc.pipeline.compile_bmodel),
-prices the bmodel with the cycle model (tpuc.runtime.estimate, docs/cost.md)
+benchmarks/bmodel.py does: tpuc.workflow.deploy.lower, tpuc.workflow.pipeline.compile_bmodel),
+prices the bmodel with the cycle model (tpuc.target.runtime.estimate, docs/cost.md)
 and prints one markdown table:
 - est µs / cycles: the estimate at the chip's clock;
 - bound: the roofline, max(compute, memory) cycles, where compute = total
@@ -97,7 +97,7 @@ class Row:
 
 def roofline(profile, param, mode: str) -> tuple[int, int, int]:
     """(compute cycles, memory cycles, minimal DDR bytes) of a bmodel."""
-    from tpuc.chips.timing import Direction, Unit
+    from tpuc.target.chips.timing import Direction, Unit
 
     timing = profile.timing
     peak_macs = timing.rate(Unit.CONV, MODE_BYTES[mode]) / 2  # 2 ops per MAC
@@ -121,8 +121,8 @@ def layer_groups(module) -> str:
 def measure(files, target, repeat: int, threads: int, run: bool = True) -> Row:
     import tempfile
 
-    from tpuc.bmodel import read_bmodel
-    from tpuc.runtime import estimate, load_bmodel
+    from tpuc.target.bmodel import read_bmodel
+    from tpuc.target.runtime import estimate, load_bmodel
 
     compiled, _, _ = BENCH.compile_target(files, target)
     model = read_bmodel(compiled.bmodel, f"{files.name} {target}")

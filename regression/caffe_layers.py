@@ -338,7 +338,7 @@ def run_case(name: str, folder: Path) -> CaseResult:
     from tpuc.frontends.caffe import convert_caffe
     from tpuc.frontends.caffe.reference import run_caffe
     from tpuc.interp.top_interpreter import run_top
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
 
     start = time.perf_counter()
     prototxt, caffemodel, feed = build_case(name, folder)
@@ -380,7 +380,7 @@ def deploy_case(name: str, folder: Path, targets=DEPLOY_TARGETS) -> dict[str, st
     import contextlib
     import io
 
-    from tpuc.errors import TpucError
+    from tpuc.base.errors import TpucError
     from tpuc.tools import model_deploy, model_transform, run_calibration
 
     work = folder / name
@@ -419,8 +419,8 @@ def deploy_case(name: str, folder: Path, targets=DEPLOY_TARGETS) -> dict[str, st
 
 
 def _engine_only(bmodel: Path) -> str:
-    from tpuc.runtime import load_bmodel
-    from tpuc.runtime.engine import CopyStep, EngineStep
+    from tpuc.target.runtime import load_bmodel
+    from tpuc.target.runtime.engine import CopyStep, EngineStep
 
     program = load_bmodel(bmodel)
     steps = [step for _, subnet in program.subnets for step in subnet]

@@ -144,7 +144,7 @@ def every_layer(prototxt: Path, caffemodel: Path, test_input: Path) -> tuple[int
     from tpuc.frontends.caffe import convert_caffe
     from tpuc.frontends.caffe.reference import run_caffe
     from tpuc.interp.top_interpreter import run_top
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
 
     module, weights, layer_tensors = convert_caffe(str(prototxt), str(caffemodel), "nsfw")
     store = WeightStore(weights)
@@ -206,7 +206,7 @@ def held_out(bmodel: Path, prototxt: Path, caffemodel: Path, samples: list[Path]
     import json
 
     from tpuc.frontends.caffe.reference import run_caffe
-    from tpuc.runtime import load_bmodel
+    from tpuc.target.runtime import load_bmodel
 
     program = load_bmodel(str(bmodel))
     location = next(bmodel.parent.glob("*_tensor_location.json"))

@@ -77,10 +77,10 @@ def calibrate(mlir: Path, samples: Path, flags: list[str], work: Path, tag: str)
 
 def held_out_cosines(original: Path, deployed: Path, table: Path, inputs, chip: str) -> list[float]:
     """Output cosine per held-out input: INT8 `deployed` vs FP32 `original`."""
-    from tpuc.cali_table import read_table
-    from tpuc.calibration.similarity import Similarity
+    from tpuc.base.cali_table import read_table
     from tpuc.interp.top_interpreter import TopInterpreter
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.workflow.calibration.similarity import Similarity
 
     module, store = load_module(original)
     meter = Similarity.of_float(module, TopInterpreter(module, native=False), store, inputs, chip)

@@ -52,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # model_zoo
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 
 CHIP = "bm1684x"
 MODES = ("INT8", "F16", "BF16", "F32")
@@ -63,7 +63,7 @@ INT8_MIXED = "INT8_MIXED"  # --modes may add it: INT8, every other layer F16/BF1
 def mixed_qtable(module, table: Path) -> Path:
     """A qtable putting every other named TOP op in F16 or BF16 (in turn):
     the mixed-precision boundaries (casts, requants, mixed Concat inputs)."""
-    from tpuc.ir import body_ops, main_function
+    from tpuc.ir.core import body_ops, main_function
 
     names = [
         op.names[0]
@@ -239,7 +239,7 @@ def calibration_table(module, store, inputs, path: Path) -> Path:
 def reason_of(op) -> str:
     """Why codegen had no engine-level command for the op."""
     from tpuc.dialects.base import shape_of
-    from tpuc.ir import element_of, kind_of
+    from tpuc.ir.core import element_of, kind_of
     from tpuc.passes.codegen.commands import COPY_RULES
     from tpuc.passes.codegen.engine_rules import ENGINE_RULES
 
@@ -265,11 +265,11 @@ def compile_mode(
     """Lower + codegen one mode: (TIU fallbacks, CPU ops) as (op, reason),
     and with `inputs` the outputs where the bmodel in the simulator differs
     from the TPU interpreter bit for bit."""
-    from tpuc.deploy import lower
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.passes.codegen import bmodel_builder, commands
-    from tpuc.pipeline import compile_bmodel
-    from tpuc.runtime.check import check_bmodel
+    from tpuc.target.runtime.check import check_bmodel
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import compile_bmodel
 
     fallbacks, cpu = [], []
     refuse, builder_refuse = commands.no_command, bmodel_builder.no_command
@@ -323,8 +323,8 @@ def run_case(
     """Fallbacks of one case in each mode; rejections go to `skipped`, ops
     of CPU subnets to `cpu_ops` (by reason / op and mode)."""
     from tpuc.frontends.onnx import convert_onnx
-    from tpuc.pipeline import transform
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import transform
 
     path = work / f"{case.name.replace(':', '_')}.onnx"
     path.write_bytes(case.model.SerializeToString())

@@ -9,7 +9,7 @@ Two kinds of case:
   deleted). The header digest catches almost all of them.
 - `resigned`: the decoded model's command streams, tensor fields or counts
   are edited and the file is written again with fresh digests, so the
-  semantic checks (`tpuc.bmodel.validate`, `tpuc.runtime.validate`) are what
+  semantic checks (`tpuc.target.bmodel.validate`, `tpuc.target.runtime.validate`) are what
   must catch them; a changed output is allowed here (the edit may be a
   legitimate different model, e.g. another scale), a crash is not.
 
@@ -102,7 +102,7 @@ def _edit_bytes(data: bytes, rng: random.Random) -> bytes:
 
 def mutate_resigned(data: bytes, rng: random.Random) -> bytes:
     """One edit of the decoded model, written again with valid digests."""
-    from tpuc.bmodel import read_bmodel, write_bmodel
+    from tpuc.target.bmodel import read_bmodel, write_bmodel
 
     model = read_bmodel(data, "original")
     param = model.nets[0].parameters[0]
@@ -155,9 +155,9 @@ def case_bytes(original: bytes, kind: str, seed: int, index: int) -> bytes:
 
 def run_bytes(data: bytes, inputs: dict) -> tuple[str, dict | str]:
     """("error", message) or ("ok", outputs) or ("exception", traceback line)."""
-    from tpuc.bmodel import read_bmodel
-    from tpuc.errors import TpucError
-    from tpuc.runtime.program import Program
+    from tpuc.base.errors import TpucError
+    from tpuc.target.bmodel import read_bmodel
+    from tpuc.target.runtime.program import Program
 
     try:
         program = Program(read_bmodel(data, "fuzz.bmodel"), "fuzz.bmodel", threads=1)

@@ -274,7 +274,7 @@ def prepare(case: Case, onnx_path: Path, out: Path) -> tuple[Path, Path, list[di
 def auto_qtable(module, table: Path, chip: str) -> dict[str, str]:
     """The automatic mixed-precision step's layers (empty on a checkout without it)."""
     try:
-        from tpuc.auto_mix import auto_float_layers
+        from tpuc.workflow.auto_mix import auto_float_layers
     except ImportError:
         return {}
     return {layer.name: layer.mode for layer in auto_float_layers(module, table, chip)}
@@ -284,12 +284,12 @@ def measure(case: Case, out: Path, auto: bool) -> dict:
     """FP32 (onnxruntime) vs INT8 (TPU interpreter) on the test inputs."""
     import onnxruntime as ort
 
-    from tpuc.deploy import lower
     from tpuc.interp.top_interpreter import TopInterpreter
     from tpuc.interp.tpu_interpreter import TpuInterpreter
-    from tpuc.module_io import load_module
-    from tpuc.qtable import format_qtable
-    from tpuc.weights import attach_weights, weights_of
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.qtable import format_qtable
+    from tpuc.ir.weights import attach_weights, weights_of
+    from tpuc.workflow.deploy import lower
 
     onnx_path = case.build(out.parent.parent / "models")
     mlir, table, tests = prepare(case, onnx_path, out)

@@ -7,7 +7,7 @@ byte-identical; where they do not, the counts and sizes still agree and the
 differing bytes are the address fields. Prints, per command group, the TIU
 and GDMA command counts and byte sizes of both, and whether the bytes match.
 
-    python regression/native_bytes.py tpuc.bmodel tpumlir.bmodel
+    python regression/native_bytes.py tpuc.target.bmodel tpumlir.bmodel
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tpuc.bmodel.native import read_native_commands
-from tpuc.vendor.fetch import locate
+from tpuc.target.bmodel.native import read_native_commands
+from tpuc.target.vendor.fetch import locate
 
 
 def differing(a: bytes, b: bytes) -> int | str:

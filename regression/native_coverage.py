@@ -47,8 +47,8 @@ MIN_COS = 0.99999
 def transformed(case, work: Path):
     """(module, store) of the case as model_transform makes it, or the reason not."""
     from tpuc.frontends.onnx import convert_onnx
-    from tpuc.pipeline import transform
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import transform
 
     path = work / f"{case.name.replace(':', '_')}.onnx"
     path.write_bytes(case.model.SerializeToString())

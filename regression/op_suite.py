@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 
 SEED = 0
 SAMPLES = 4  # calibration samples per op

@@ -35,9 +35,9 @@ def transform(model, workdir: Path) -> Path:
 
 
 def module_tensors(mlir: Path) -> list[str]:
-    from tpuc.calibration.collect import tensor_order
     from tpuc.interp.top_interpreter import TopInterpreter
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.workflow.calibration.collect import tensor_order
 
     return tensor_order(TopInterpreter(load_module(mlir)[0]))
 
@@ -52,7 +52,7 @@ def calibrate(mlir: Path, dataset: Path, method: str, tune: int, table: Path) ->
 
 
 def check_model(name: str, methods, tune: int, anchors: Path) -> bool:
-    from tpuc.cali_table import read_table
+    from tpuc.base.cali_table import read_table
 
     model = anchor_model(name, anchors)
     ok = True

@@ -56,7 +56,7 @@ def transform_argv(model: ZooModel, workdir: Path) -> list[str]:
 
 def output_names(mlir: Path) -> list[str]:
     """Tensor names of the module's results, read from its text."""
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
 
     module, _ = load_module(mlir)
     from xdsl.dialects.func import ReturnOp
@@ -74,7 +74,7 @@ def output_names(mlir: Path) -> list[str]:
 
 def measure(model: ZooModel, workdir: Path) -> Row:
     """Transform one model and compare every common tensor by cosine."""
-    from tpuc.compare import cosine_similarity
+    from tpuc.base.compare import cosine_similarity
 
     start = time.perf_counter()
     proc = subprocess.run(transform_argv(model, workdir), capture_output=True, text=True)

@@ -33,7 +33,7 @@ def measure(d: Path) -> dict[tuple[str, str], list[float]]:
     from tpuc.frontends.tflite.model import load_tflite
     from tpuc.frontends.tflite.reference import run_tflite
     from tpuc.interp.tpu_interpreter import TpuInterpreter, from_real
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
 
     name = d.name
     path = str(d / f"{name}_int8.tflite")

@@ -187,8 +187,8 @@ def run_model(path: Path, work: Path, modes: list[str]) -> dict:
 
 
 def _output_names(mlir: Path) -> list[str]:
-    from tpuc.ir import output_names
-    from tpuc.module_io import load_module
+    from tpuc.ir.core import output_names
+    from tpuc.ir.module_io import load_module
 
     module, _ = load_module(mlir)
     return output_names(module)
@@ -198,8 +198,8 @@ def with_consumers(mlir: Path, names: list[str]) -> list[str]:
     """`names` and the ops that read them (a float16 input would overflow)."""
     if not names:
         return []
-    from tpuc.ir import body_ops, main_function
-    from tpuc.module_io import load_module
+    from tpuc.ir.core import body_ops, main_function
+    from tpuc.ir.module_io import load_module
 
     module, _ = load_module(mlir)
     wanted, out = set(names), dict.fromkeys(names)

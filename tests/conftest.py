@@ -1,7 +1,7 @@
 """Shared fixtures: where the model files live.
 
 tests/ mirrors the package: tests/<package path>/test_<module>.py, the
-device simulator's in tests/runtime/, helper modules shared by several
+device simulator's in tests/target/runtime/, helper modules shared by several
 folders in tests/support/.
 
 Tests that need real models are marked `models` and take their paths from

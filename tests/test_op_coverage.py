@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from xdsl.irdl import irdl_op_definition, operand_def, result_def
 
-from tpuc.chips import CHIPS
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import AnyTensor, TensorOp
 from tpuc.dialects.traits import Leaf
-from tpuc.interp.kernels import KERNELS
+from tpuc.interp.top_ops import KERNELS
 from tpuc.interp.tpu_interpreter import tpu_kernel_of
 from tpuc.passes.codegen.commands import has_commands
 from tpuc.passes.lowering.registry import fallback_mode, registered_rule
 from tpuc.passes.shape_infer import shape_rule_of
+from tpuc.target.chips import CHIPS
 
 
 def _lowering_gaps(cls: type) -> list[str]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from tools_helpers import conv_model
 
-from tpuc.bmodel import DTYPE_BYTES, read_bmodel
+from tpuc.target.bmodel import DTYPE_BYTES, read_bmodel
 from tpuc.tools import model_transform, run_calibration
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bmodel.py"

@@ -1,7 +1,7 @@
 """benchmarks/cycle_fit.py: the stored vendor figures cover the suite, and
 tpuc's fitted model meets the calibration target on the classes it was
 fitted for (docs/cost.md "Calibration"): median absolute error <= 15%.
-The vendor figures are the chip data in tpuc/chips/bm1684x_cycle_suite.json,
+The vendor figures are the chip data in tpuc/target/chips/bm1684x_cycle_suite.json,
 measured with the vendor library (benchmarks/cycle_fit.py without --stored)."""
 
 from __future__ import annotations

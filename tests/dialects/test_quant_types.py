@@ -12,7 +12,6 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from tpuc.context import make_context
 from tpuc.dialects.quant import (
     CalibratedQuantizedType,
     QuantizedType,
@@ -20,6 +19,7 @@ from tpuc.dialects.quant import (
     UniformQuantizedType,
     format_float,
 )
+from tpuc.ir.context import make_context
 
 
 def parse(text: str) -> Attribute:

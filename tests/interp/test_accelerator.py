@@ -16,7 +16,7 @@ from model_zoo import ANCHOR_NAMES, materialize_light
 from native_coverage import MIN_COS, differences, transformed
 from op_suite import CASES, build_model
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.interp.accelerator import ACCELERATED, NATIVE_ENV, accelerated
 from tpuc.interp.top_interpreter import TopInterpreter
 

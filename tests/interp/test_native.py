@@ -11,9 +11,9 @@ import pytest
 from interp_helpers import rand
 from xdsl.parser import Parser
 
-from tpuc.context import make_context
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.interp.top_interpreter import TopInterpreter
+from tpuc.ir.context import make_context
 
 
 def t(shape) -> str:
@@ -265,7 +265,7 @@ def test_a_run_onnxruntime_will_not_load_falls_back_to_numpy(monkeypatch, capsys
     results: the run is dropped, its ops run in numpy, the reason is kept
     and said once, on one line naming the ops."""
     from tpuc.interp import top_interpreter
-    from tpuc.interp.native import graph, rules
+    from tpuc.interp.ort import graph, rules
 
     monkeypatch.setattr(top_interpreter, "_WARNED", set())
 

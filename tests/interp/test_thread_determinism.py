@@ -14,10 +14,10 @@ from tiny_cnn import transform_and_calibrate
 
 from tpuc.interp.top_interpreter import TopInterpreter
 from tpuc.interp.tpu_interpreter import TpuInterpreter
+from tpuc.ir.module_io import load_module
 from tpuc.kernels import executor
 from tpuc.kernels.executor import Executor
-from tpuc.module_io import load_module
-from tpuc.runtime import load_bmodel
+from tpuc.target.runtime import load_bmodel
 from tpuc.tools import model_deploy
 
 THREADS = (1, 2, 4)

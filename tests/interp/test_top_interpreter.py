@@ -11,11 +11,11 @@ from interp_helpers import assert_close, rand
 from onnx import TensorProto, helper, numpy_helper
 from xdsl.parser import Parser
 
-from tpuc.context import make_context
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top
-from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter, run_top
+from tpuc.interp.top_ops import KERNELS
+from tpuc.ir.context import make_context
 
 CONV_RELU = """
 builtin.module {

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import IntegerType, Signedness, bf16, f16, f32, i8, i32
 
+from tpuc.base.errors import TpucError
+from tpuc.base.numerics import bf16_bits, to_bf16, to_f16
 from tpuc.dialects import top
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter, run_top
+from tpuc.interp.top_ops import KERNELS
 from tpuc.interp.tpu_interpreter import TpuInterpreter, decode_weight, run_tpu
+from tpuc.ir.module_io import parse_module
 from tpuc.kernels.executor import Executor
-from tpuc.module_io import parse_module
-from tpuc.numerics import bf16_bits, to_bf16, to_f16
 
 RNG = np.random.default_rng(7)
 Q = "!quant.uniform<i8:f32, 1.0>"  # scale 1: real values are the stored integers

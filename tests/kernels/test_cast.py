@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.kernels.cast import (
     Cast,
     Rescale,
@@ -74,7 +74,7 @@ def test_stored_input_takes_integers_as_stored_and_quantizes_reals():
 def test_bmodel_input_scale_round_trips_to_the_chips_multiplier():
     """A bmodel input stores f32(1/S) (TPU-MLIR); the runtimes rebuild S from
     it and from_real multiplies by f32(1/S) again: the very same float32."""
-    from tpuc.bmodel import input_scale
+    from tpuc.target.bmodel import input_scale
 
     rng = np.random.default_rng(0)
     for s in np.concatenate([rng.uniform(1e-4, 1.0, 2000), [1 / 127, 2.64 / 127, 1 / 255]]):

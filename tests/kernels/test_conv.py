@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from int_refs import RNG, extreme_case, ref_conv, ref_deconv, ref_output
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.kernels import conv as lib
 from tpuc.kernels.conv_plan import ConvGeometry
 from tpuc.kernels.element import Element, quantized

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tpuc.base.numerics import to_bf16, to_f16
 from tpuc.kernels import half_conv as hc
 from tpuc.kernels.element import Element
-from tpuc.numerics import to_bf16, to_f16
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.kernels.element import F32, Element, quantized
 from tpuc.kernels.lut import Lut, lut
 

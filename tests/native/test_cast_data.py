@@ -25,7 +25,7 @@ GAINS = {"z": 4.0, "w": 0.25}
 def input_scale(module) -> float | None:
     """The scale the first input is quantized to (None in float modes)."""
     from tpuc.dialects import tpu
-    from tpuc.ir import main_function
+    from tpuc.ir.core import main_function
     from tpuc.passes.native.context import quant_of
 
     for op in main_function(module).body.block.ops:

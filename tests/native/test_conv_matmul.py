@@ -125,10 +125,10 @@ def epilogue_model(tmp_path_factory):
 
 def float_epilogues(mlir: str, table: str, qtable: str) -> set[str]:
     """Names of the INT8 convs/matmuls with a float result after lowering."""
-    from tpuc.deploy import lower
     from tpuc.dialects import tpu
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
     from tpuc.passes.native.context import is_float, quant_of
+    from tpuc.workflow.deploy import lower
 
     module, _ = load_module(mlir)
     lower(module, "bm1684x", "INT8", False, table, qtable)

@@ -70,7 +70,7 @@ def test_half_constant_is_rounded_first(tmp_path, mode, kind):
     half type before the operation (`half_eltwise.const`); with 1/6 in f32
     a third of the values came out one unit off. The inputs are half values
     already (the chip's input cast rounds an f16 tie otherwise than tpuc)."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     rnd = to_bf16 if mode == "BF16" else to_f16
     x = rnd((RNG.standard_normal([1, 24, 10, 10]) * 3).astype(np.float32)).astype(np.float32)
@@ -88,7 +88,7 @@ def test_half_constant_is_rounded_first(tmp_path, mode, kind):
 def test_half_scale_rounds_product_and_bias(tmp_path, mode):
     """A BatchNormalization (tpu.Scale) with ReLU in F16/BF16: the chip
     computes r(r(x·s) + r(b)) (`half_eltwise.scale`)."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     rnd = to_bf16 if mode == "BF16" else to_f16
     x = rnd(RNG.standard_normal([1, 24, 12, 12]).astype(np.float32)).astype(np.float32)

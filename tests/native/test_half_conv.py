@@ -91,7 +91,7 @@ def stressed_conv(rng, mode: str, ic: int, oc: int, side: int, k: int, group: in
     show: channel 0 of each group is 1 everywhere, and its centre tap
     multiplies it by ±2^16 (BF16; 2^10 for F16), which the bias takes back,
     so the accumulator runs at that size and the result is small."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     rnd = to_bf16 if mode == "BF16" else to_f16
     x = rnd(np.maximum(rng.standard_normal((1, ic, side, side)), 0).astype(np.float32) * 2)
@@ -129,7 +129,7 @@ def test_half_conv_bit_exact(tmp_path, mode, case):
 def test_half_weight_matmul_bit_exact(tmp_path, mode):
     """A Gemm by a weight (the chip's 1x1 convolution over the rows), with
     bias and ReLU, K = 300 (ten blocks, the last one short)."""
-    from tpuc.numerics import to_bf16, to_f16
+    from tpuc.base.numerics import to_bf16, to_f16
 
     rnd = to_bf16 if mode == "BF16" else to_f16
     rng = np.random.default_rng(11)

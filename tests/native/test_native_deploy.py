@@ -15,7 +15,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.tools import model_deploy, model_runner
 
 
@@ -61,14 +61,14 @@ def test_model_runner_runs_native_bmodel(prepared, vendor, tmp_path):
 def test_each_runner_refuses_the_other_kind(prepared, vendor):
     """tpuc's simulator refuses a native bmodel, and the vendor runtime
     refuses a bmodel of tpuc's instruction set."""
-    from tpuc.vendor.worker import Worker
+    from tpuc.target.vendor.worker import Worker
 
     native = prepared / "cnn_F32_native.bmodel"
     if not native.exists():
         assert deploy(prepared, "F32") == 0
     own = prepared / "cnn_F32_tpuc.bmodel"
     assert deploy(prepared, "F32", codegen="tpuc") == 0
-    from tpuc.runtime import load_bmodel
+    from tpuc.target.runtime import load_bmodel
 
     with pytest.raises(TpucError, match="native bmodel.*vendor runtime"):
         load_bmodel(str(native))
@@ -82,7 +82,7 @@ def test_each_runner_refuses_the_other_kind(prepared, vendor):
 
 def test_vendor_crash_is_one_line_naming_the_op(vendor):
     """A call the library dies on ends the worker, not tpuc."""
-    from tpuc.vendor.worker import Worker
+    from tpuc.target.vendor.worker import Worker
 
     with Worker("backend", vendor.lib, "vendor backend") as worker:
         worker.call("starting", "begin", False)
@@ -118,7 +118,7 @@ def test_unexpressible_ops_listed_at_once(prepared, vendor, monkeypatch, capsys)
 
 def test_struct_drift_is_caught(vendor, monkeypatch):
     """A declaration 4 bytes short of the header fails the driver's start."""
-    from tpuc.vendor import params
+    from tpuc.target.vendor import params
 
     short = type(
         "bcbinary_global_param_t",

@@ -31,10 +31,10 @@ def native_pair(prepared, vendor, tmp_path_factory):
 
 
 def test_native_int8_edges_match_the_plain_pre_cast_tensor(prepared, vendor, native_pair, tmp_path):
-    from tpuc.bmodel.native import read_native_io
     from tpuc.dialects import tpu
-    from tpuc.ir import element_of
-    from tpuc.module_io import load_module
+    from tpuc.ir.core import element_of
+    from tpuc.ir.module_io import load_module
+    from tpuc.target.bmodel.native import read_native_io
 
     plain, quant = native_pair
     tpu_mlir = plain / "cnn_bm1684x_int8_sym_tpu.mlir"

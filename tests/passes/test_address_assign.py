@@ -1,4 +1,4 @@
-"""address-assign (tpuc/passes/address_assign.py, tpuc/passes/liveness.py): the book's
+"""address-assign (passes/address_assign.py, passes/liveness.py): the book's
 Fig. 5-27 reuse rule, a conv chain that needs two buffers, and on a real
 lowered network (TopK in the middle, reshapes, two outputs) checked pair by
 pair with live ranges computed here: no two tensors live at the same time
@@ -17,17 +17,17 @@ from final_models import lowered
 from xdsl.dialects import func
 from xdsl.dialects.builtin import StringAttr
 
-from tpuc.chips import get_chip
-from tpuc.context import make_context
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top, tpu
-from tpuc.errors import TpucError
 from tpuc.interp.tpu_interpreter import TpuInterpreter
-from tpuc.ir import main_function
-from tpuc.module_io import module_attr, module_text, parse_module
+from tpuc.ir.context import make_context
+from tpuc.ir.core import main_function
+from tpuc.ir.module_io import module_attr, module_text, parse_module
+from tpuc.ir.weights import WeightStore
 from tpuc.passes.address_assign import address_of, tensor_bytes
 from tpuc.passes.registry import get_pass
-from tpuc.pipeline import finalize
-from tpuc.weights import WeightStore
+from tpuc.target.chips import get_chip
+from tpuc.workflow.pipeline import finalize
 
 RESHAPES = (tpu.ReshapeOp, tpu.FlattenOp, tpu.SqueezeOp, tpu.UnsqueezeOp)
 

@@ -18,10 +18,10 @@ from xdsl.ir import Block
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from tpuc.context import make_context
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top
 from tpuc.dialects.base import tensor_type
-from tpuc.errors import TpucError
+from tpuc.ir.context import make_context
 from tpuc.passes.shape_infer import ShapeInferPass, infer_op_shapes, shape_rule_of
 
 RNG = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""subnet-divide (tpuc/passes/subnet_divide.py): a TopK in the middle of a real
+"""subnet-divide (passes/subnet_divide.py): a TopK in the middle of a real
 lowered network gives TPU, CPU, TPU subnets with ids in graph order; leaves
 have none; a network without CPU ops is one TPU subnet; a CPU op first gives
 CPU, TPU; state and chip errors are one line."""
@@ -10,14 +10,14 @@ from final_models import lowered
 from xdsl.dialects import func
 from xdsl.dialects.builtin import StringAttr
 
-from tpuc.chips import get_chip
-from tpuc.context import make_context
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top
-from tpuc.errors import TpucError
-from tpuc.ir import main_function
-from tpuc.module_io import module_attr, parse_module
+from tpuc.ir.context import make_context
+from tpuc.ir.core import main_function
+from tpuc.ir.module_io import module_attr, parse_module
 from tpuc.passes.registry import get_pass
 from tpuc.passes.subnet_divide import subnet_of
+from tpuc.target.chips import get_chip
 
 LEAVES = (top.InputOp, top.WeightOp, top.NoneOp, func.ReturnOp)
 

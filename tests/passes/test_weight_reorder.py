@@ -1,4 +1,4 @@
-"""weight-reorder (tpuc/passes/weight_reorder.py): conv filters to [1, oc, ic/g,
+"""weight-reorder (passes/weight_reorder.py): conv filters to [1, oc, ic/g,
 kh·kw] with identical bytes, INT8 Conv2D/Deconv coefficients merged into
 [1, oc, 1, 3] int32 = [bias, multiplier, rshift] (values checked by hand on a
 written module, and against the lowered operands on a real network in INT8
@@ -12,14 +12,14 @@ import pytest
 from final_models import lowered
 from xdsl.dialects.builtin import IntegerType
 
-from tpuc.context import make_context
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.errors import TpucError
-from tpuc.ir import main_function
-from tpuc.module_io import module_attr, parse_module
+from tpuc.ir.context import make_context
+from tpuc.ir.core import main_function
+from tpuc.ir.module_io import module_attr, parse_module
+from tpuc.ir.weights import WeightStore, attach_weights, live_weights
 from tpuc.passes.registry import get_pass
-from tpuc.weights import WeightStore, attach_weights, live_weights
 
 Q_IN = "!quant.uniform<i8:f32, 0.01>"
 Q_OUT = "!quant.uniform<i8:f32, 0.02>"

@@ -1,6 +1,6 @@
 """Small lowered networks for the post-lowering pass tests: an ONNX graph
 converted by the frontend, calibrated from one TOP run (min/max table) and
-lowered with tpuc.deploy.lower, weights in a WeightStore."""
+lowered with tpuc.workflow.deploy.lower, weights in a WeightStore."""
 
 from __future__ import annotations
 
@@ -70,11 +70,11 @@ def sample_input() -> dict[str, np.ndarray]:
 
 def lowered(work: Path, chip: str = "bm1684x", mode: str = "INT8"):
     """(TPU_LOWERED module, its WeightStore, the sample input)."""
-    from tpuc.deploy import lower
     from tpuc.frontends.onnx import convert_onnx
     from tpuc.interp.top_interpreter import run_top
-    from tpuc.pipeline import transform
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import transform
 
     module, weights = convert_onnx(str(net_model(work / "net.onnx")), "net")
     store = WeightStore(weights)

@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import NoneType
 
 from tpuc.dialects import top
 from tpuc.dialects.base import tensor_type
-from tpuc.interp.kernels import KERNELS
+from tpuc.interp.top_ops import KERNELS
 
 OPSET = 18
 RNG = np.random.default_rng(1234)

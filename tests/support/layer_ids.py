@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpuc.ir import tensor_names
-from tpuc.module_io import load_module
+from tpuc.ir.core import tensor_names
+from tpuc.ir.module_io import load_module
 from tpuc.passes.codegen.bmodel_builder import body_ops
 
 
@@ -23,7 +23,7 @@ def layer_names(folder: Path, pattern: str = "*_final.mlir") -> dict[int, str]:
 
 def group_move(step) -> bool:
     """A layer group's load or store of a slice (not an op's own command)."""
-    from tpuc.isa import engine as isa
+    from tpuc.target.isa import engine as isa
 
     return step.command.header.opcode in (isa.GDMA_LOAD, isa.GDMA_STORE)
 
@@ -31,8 +31,8 @@ def group_move(step) -> bool:
 def tpu_ops(folder: Path, pattern: str = "*_tpu.mlir") -> dict:
     """Tensor name -> TPU op, from a deploy's `_tpu.mlir` (the ops whose
     records a command's should equal)."""
-    from tpuc.ir import body_ops as function_ops
-    from tpuc.ir import main_function
+    from tpuc.ir.core import body_ops as function_ops
+    from tpuc.ir.core import main_function
 
     module, _ = load_module(next(folder.glob(pattern)))
     return {

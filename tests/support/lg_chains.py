@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tpuc.module_io import parse_module
+from tpuc.ir.module_io import parse_module
 
 Q8 = "!quant.uniform<i8:f32, 0.1>"
 """An integer element type: integer convolutions slice bit-exactly (float

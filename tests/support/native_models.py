@@ -21,9 +21,9 @@ COSINE = 0.99999  # float modes (check)
 
 
 def locate_vendor():
-    """The vendor component (tpuc.vendor.fetch.locate): CI fetches it, so
+    """The vendor component (tpuc.target.vendor.fetch.locate): CI fetches it, so
     the native tests fail, never skip, without it."""
-    from tpuc.vendor.fetch import locate
+    from tpuc.target.vendor.fetch import locate
 
     return locate()
 
@@ -115,13 +115,13 @@ def run_both(work: Path, mlir: str, table: str, mode: str, vendor, qtable=None,
     """(native outputs, TPU interpreter outputs), real values by name, of the
     mlir lowered in `mode` on work/in.npz; `tweak(module)` edits the lowered
     module first, `feeds(module, inputs)` replaces the inputs."""
-    from tpuc.deploy import lower
     from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.weights import WeightStore
     from tpuc.passes.native.emit import generate_native
-    from tpuc.pipeline import finalize
-    from tpuc.vendor.run import run_native
-    from tpuc.weights import WeightStore
+    from tpuc.target.vendor.run import run_native
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import finalize
 
     module, store = load_module(mlir)
     lower(module, "bm1684x", mode, False, table if mode == "INT8" else None, qtable)
@@ -153,7 +153,7 @@ def check(outputs, expected, mode: str) -> None:
 
 def cali_table(tmp: Path, module, store, feeds) -> Path:
     """A max calibration table of the module on the feeds (one sample)."""
-    from tpuc.calibration.calibrate import one_sample_table
+    from tpuc.workflow.calibration.calibrate import one_sample_table
 
     return one_sample_table(tmp, module, store, feeds, "test")
 
@@ -169,12 +169,12 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
                      opset: int = 14, asymmetric: bool = False) -> Run:  # fmt: skip
     """The model (tmp/m.onnx, its inputs the feeds) converted, calibrated on
     the feeds (INT8), lowered, run by the TPU interpreter and natively."""
-    from tpuc.deploy import lower
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.pipeline import run_passes, transform_passes
+    from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.tools.deploy_native import check_kind, native_codegen, run_native_check
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import run_passes, transform_passes
 
     paths = locate_vendor()
     path = save_onnx(tmp / "m.onnx", nodes, feeds, outputs, inits, opset)

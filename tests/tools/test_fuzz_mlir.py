@@ -14,8 +14,8 @@ from fuzz_mlir import mutate, run_tool, tool_argv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuc.errors import TpucError
-from tpuc.module_io import load_module
+from tpuc.base.errors import TpucError
+from tpuc.ir.module_io import load_module
 from tpuc.tools import model_deploy
 
 LIMIT_SECONDS = 5.0

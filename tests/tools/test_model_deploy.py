@@ -37,7 +37,7 @@ def files_in(directory: Path) -> set[str]:
 
 
 def load(path: Path):
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
 
     return load_module(path)
 
@@ -287,10 +287,10 @@ def test_help_is_the_console_script():
 
 
 def test_library_lower_verify_and_layer_names(prepared):
-    """tpuc.deploy from Python: lower in place, verify against a TOP run, and
+    """tpuc.workflow.deploy from Python: lower in place, verify against a TOP run, and
     the TPU layers map back to TOP names in graph order."""
-    from tpuc.compare import Tolerance
-    from tpuc.deploy import layer_names, lower, verify
+    from tpuc.base.compare import Tolerance
+    from tpuc.workflow.deploy import layer_names, lower, verify
 
     module, store = load(prepared / "cnn.mlir")
     top = module.clone()

@@ -205,7 +205,7 @@ def test_nms_keeps_the_best_of_overlapping_boxes():
 
 
 def test_boxes_map_back_through_letterbox():
-    from tpuc.preprocess import Preprocess
+    from tpuc.ir.preprocess import Preprocess
     from tpuc.tools.eval_post import to_image
 
     pp = Preprocess(keep_aspect_ratio=True, pad_type="center")

@@ -1,5 +1,5 @@
 """model_runner.py on .onnx (onnxruntime), .mlir (TOP interpreter) and bad input
-(bmodels: tests/tools/test_bmodel_runtime.py)."""
+(bmodels: tests/target/runtime/test_bmodel_runtime.py)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_output_that_is_a_folder(work, capsys):
 def test_int64_weights_are_refused(work, capsys):
     """A weight file whose filter is int64 (a hand-made npz) would run through
     the f32 kernels unnoticed: one line names the weight and its dtype."""
-    from tpuc.files import load_npz
+    from tpuc.base.files import load_npz
 
     d, _ = work
     argv = ["--model_name", "tiny", "--model_def", str(d / "tiny.onnx")]

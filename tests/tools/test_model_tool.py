@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from tiny_cnn import cnn_model
 
-from tpuc.bmodel import HEADER_SIZE, load_bmodel_file
-from tpuc.bmodel.container import _HEADER
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
+from tpuc.target.bmodel import HEADER_SIZE, load_bmodel_file
+from tpuc.target.bmodel.container import _HEADER
 from tpuc.tools import model_deploy, model_runner, model_tool, model_transform
 
 SIZES = (8, 12)

@@ -52,8 +52,8 @@ def plain_and_quant(prepared, tmp_path_factory):
 def _scales(tpu_mlir):
     """S of the input Cast and of the output's pre-cast tensor in the plain TPU module."""
     from tpuc.dialects import tpu
-    from tpuc.ir import element_of
-    from tpuc.module_io import load_module
+    from tpuc.ir.core import element_of
+    from tpuc.ir.module_io import load_module
 
     module, _ = load_module(tpu_mlir)
     casts = [op for op in module.walk() if isinstance(op, tpu.CastOp)]
@@ -62,7 +62,7 @@ def _scales(tpu_mlir):
 
 
 def test_bmodel_edges_carry_tpu_mlirs_scales(plain_and_quant):
-    from tpuc.bmodel import load_bmodel_file
+    from tpuc.target.bmodel import load_bmodel_file
 
     plain, quant = plain_and_quant
     log = (quant / "log.txt").read_text()
@@ -143,7 +143,7 @@ def test_stripped_tpu_module_takes_int8_in_the_interpreter(plain_and_quant, tmp_
 
 
 def test_f32_deployment_warns_and_keeps_float_edges(prepared, tmp_path, capsys):
-    from tpuc.bmodel import load_bmodel_file
+    from tpuc.target.bmodel import load_bmodel_file
 
     code, out, err = deploy(
         prepared, tmp_path, capsys, "--quant_input", "--quant_output", mode="F32"
@@ -156,7 +156,7 @@ def test_f32_deployment_warns_and_keeps_float_edges(prepared, tmp_path, capsys):
 
 
 def test_f16_keeps_f16_edges_as_tpu_mlir(prepared, tmp_path, capsys):
-    from tpuc.bmodel import load_bmodel_file
+    from tpuc.target.bmodel import load_bmodel_file
 
     code, out, err = deploy(
         prepared, tmp_path, capsys, "--quant_input", "--quant_output", mode="F16"

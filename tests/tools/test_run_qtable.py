@@ -121,9 +121,9 @@ def test_predicted_cosine_is_what_model_deploy_measures(work, capsys, chip, mode
 
 
 def test_downstream_only_runs_equal_whole_network_runs(work):
-    from tpuc.chips import get_chip
-    from tpuc.mixed_precision import MixedPrecisionSearch
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.target.chips import get_chip
+    from tpuc.workflow.mixed_precision import MixedPrecisionSearch
 
     module, store = load_module(work / "m.mlir")
     samples = [{"x": np.load(p)} for p in sorted((work / "s").glob("*.npy"))[:3]]
@@ -140,10 +140,10 @@ def test_a_candidate_leaves_the_weights_of_unchanged_ops_unread(work, monkeypatc
     """The last conv in float: the convs before its reader (whose epilogue
     turns float) are the all-INT8 run's, so their weights are not even
     decoded; the cosine is the whole-network one."""
-    from tpuc.chips import get_chip
     from tpuc.interp.tpu_interpreter import TpuInterpreter
-    from tpuc.mixed_precision import MixedPrecisionSearch
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
+    from tpuc.target.chips import get_chip
+    from tpuc.workflow.mixed_precision import MixedPrecisionSearch
 
     module, store = load_module(work / "m.mlir")
     samples = [{"x": np.load(p)} for p in sorted((work / "s").glob("*.npy"))[:2]]

@@ -50,7 +50,7 @@ def planted(monkeypatch):
     """The same misreading in the importer (ONNX -> TOP) and in the export
     rule (TOP -> ONNX): each swaps begins and ends."""
     from tpuc.frontends.onnx import nn
-    from tpuc.interp.native import rules
+    from tpuc.interp.ort import rules
 
     read, write = nn.resolve_pads, rules._conv_attrs
     monkeypatch.setattr(nn, "resolve_pads", lambda *a: ends_first(read(*a)))

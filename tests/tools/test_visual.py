@@ -175,7 +175,7 @@ def quant_tensor_names(digits_int8) -> list[str]:
     """Every non-weight tensor of the quantized module, read from its IR."""
     from tpuc.dialects import top
     from tpuc.dialects.base import TensorOp
-    from tpuc.module_io import load_module
+    from tpuc.ir.module_io import load_module
 
     module, _ = load_module(digits_int8[2])
     skip = (top.WeightOp, top.NoneOp)
@@ -184,13 +184,13 @@ def quant_tensor_names(digits_int8) -> list[str]:
 
 
 def visual_tolerance():
-    from tpuc.compare import Tolerance
+    from tpuc.base.compare import Tolerance
 
     return Tolerance.parse(TIGHT)
 
 
 def test_first_failing_is_model_deploys(digits_int8):
-    """The page's first layer below tolerance is the one tpuc.deploy's search names."""
+    """The page's first layer below tolerance is the one tpuc.workflow.deploy's search names."""
     work, f32, quant, image = digits_int8
     data = visual.compare(str(f32), str(quant), [image], visual_tolerance())
     failing = [t["name"] for t in data["tensors"] if t["passed"] is False]

@@ -2,7 +2,7 @@
 
 tpuc's numpy kernels define TOP's float semantics: the TPU interpreter and
 both codegen targets compute what they compute. The accelerator
-(`tpuc/interp/native/`) runs exportable ops as onnxruntime sessions of a
+(`tpuc/interp/ort/`) runs exportable ops as onnxruntime sessions of a
 graph re-exported from TOP; it is faster for bulk runs, but the re-export
 reads TOP's attributes the way the importer wrote them, so a check of the
 importer against the framework made on it would let a misreading the two
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 
 NATIVE_ENV = "TPUC_NATIVE"
 

@@ -19,13 +19,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top
 from tpuc.dialects.base import shape_of
 from tpuc.dialects.traits import Leaf
-from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import Kernel
-from tpuc.ir import body_ops, last_uses, main_function, tensor_names
+from tpuc.interp.top_ops import KERNELS
+from tpuc.interp.top_ops.registry import Kernel
+from tpuc.ir.core import body_ops, last_uses, main_function, tensor_names
 from tpuc.kernels.executor import Executor
 
 
@@ -237,7 +237,7 @@ class TopInterpreter:
         """The native runs for these weights (made again when they change)."""
         if not self.native:
             return None
-        from tpuc.interp.native.segments import NativeRuns
+        from tpuc.interp.ort.segments import NativeRuns
 
         if self._native is None or not self._native.valid_for(weights):
             self._native = NativeRuns(self.steps, weights, set(self.returned), self.last_use)

@@ -3,7 +3,7 @@
 It is the TOP interpreter (same walk, memory reuse and error reporting) with
 two differences: kernels come from `TPU_KERNELS` by (op class, kind), kind
 "int" for a quantized result, "float" otherwise; and each value is held as
-the chip holds it (see tpuc/dialects/tpu/ops.py): float32 arrays of f16/bf16
+the chip holds it (see dialects/tpu/ops.py): float32 arrays of f16/bf16
 values, or of the STORED integers q of quantized tensors. Weights are decoded
 from the npz by their declared element type; `real_values` turns outputs
 back into real numbers S·(q − Z).
@@ -21,16 +21,16 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.errors import TpucError
-from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter, fit_weight
-from tpuc.interp.tpu_kernels import TPU_KERNELS
-from tpuc.interp.tpu_kernels.cast_ops import from_real, to_real
-from tpuc.interp.tpu_kernels.float_ops import rounded
-from tpuc.interp.tpu_kernels.params import element_record
-from tpuc.ir import element_of, inline_weight, int_width, kind_of
+from tpuc.interp.top_ops import KERNELS
+from tpuc.interp.tpu_ops import TPU_KERNELS
+from tpuc.interp.tpu_ops.cast_ops import from_real, to_real
+from tpuc.interp.tpu_ops.float_ops import rounded
+from tpuc.interp.tpu_ops.params import element_record
+from tpuc.ir.core import element_of, inline_weight, int_width, kind_of
 from tpuc.kernels.cast import stored_input
 
 

@@ -3,7 +3,7 @@
 Add/Sub scale each input by its own multiplier (the lowering shares one
 rshift), Mul multiplies the centered inputs and requantizes once, Concat
 requantizes each input to the output's parameters (a plain copy when that
-is the identity). See tpuc/dialects/tpu/ops.py for each op's contract.
+is the identity). See dialects/tpu/ops.py for each op's contract.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpuc.base.numerics import requantize, rounding_rshift, saturate
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.element import Element
 from tpuc.kernels.executor import current
 from tpuc.kernels.requant import Requant, centered, relu_int, requant_output
-from tpuc.numerics import requantize, rounding_rshift, saturate
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 DequantInt) and the device boundary's real <-> stored values.
 
 Values follow the TPU convention (float32 arrays holding f16/bf16 values or
-stored integers). Every rounding goes through `tpuc.numerics` or an explicit
+stored integers). Every rounding goes through `tpuc.base.numerics` or an explicit
 round mode, never Python's round-half-even unless the op asks HalfToEven.
 """
 
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.dtypes import ELEMENT_TYPES
-from tpuc.errors import TpucError
+from tpuc.base.dtypes import ELEMENT_TYPES
+from tpuc.base.errors import TpucError
+from tpuc.base.numerics import dequantize, to_bf16
 from tpuc.kernels.arrays import Array, f32
 from tpuc.kernels.element import Element
 from tpuc.kernels.requant import DEFAULT_ROUND, Requant, centered, requant_output
 from tpuc.kernels.rounding import float_rounding, round_float
-from tpuc.numerics import dequantize, to_bf16
 
 # --- the device boundary ---------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ _INT_NAMES = {
     "I8": "i8", "U8": "u8", "I16": "i16", "I32": "i32", "I64": "i64",
 }  # fmt: skip
 INT_TYPES = {to: np.dtype(ELEMENT_TYPES[name].storage) for to, name in _INT_NAMES.items()}
-"""Cast's integer `to` spellings -> numpy dtype (from tpuc.dtypes)."""
+"""Cast's integer `to` spellings -> numpy dtype (from tpuc.base.dtypes)."""
 
 FLOAT_NAMES = ("F32", "FLOAT32", "FLOAT", "F64", "FLOAT64", "DOUBLE")
 

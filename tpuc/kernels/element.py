@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpuc.dtypes import ELEMENT_TYPES
+from tpuc.base.dtypes import ELEMENT_TYPES
 
 
 @dataclass(frozen=True)
 class Element:
-    """A stored element type: `dtype` names an entry of `tpuc.dtypes`
+    """A stored element type: `dtype` names an entry of `tpuc.base.dtypes`
     (storage of a quantized type: "i8", "u8", …). Quantized when `scale` is
     set: real = scale · (q − zero_point), q in [qmin, qmax]."""
 

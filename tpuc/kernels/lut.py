@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.kernels.arrays import Array
 from tpuc.kernels.element import Element
 from tpuc.kernels.rounding import round_float

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.kernels.arrays import Array, f32
 from tpuc.kernels.element import Element
 from tpuc.kernels.exact import EXACT, exact_cuts

@@ -11,7 +11,7 @@ import numpy as np
 from tpuc.kernels.arrays import Array
 from tpuc.kernels.conv_plan import pad_spatial, padded_shape
 from tpuc.kernels.executor import current
-from tpuc.pool_geometry import PoolGeometry
+from tpuc.kernels.pool_geometry import PoolGeometry
 
 
 def window_reduce(xp: Array, g: PoolGeometry, ufunc: np.ufunc, out: Array) -> Array:

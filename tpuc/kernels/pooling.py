@@ -14,9 +14,9 @@ import numpy as np
 
 from tpuc.kernels.arrays import Array, relu
 from tpuc.kernels.executor import current
+from tpuc.kernels.pool_geometry import PoolGeometry
 from tpuc.kernels.pool_window import padded_input, window_reduce
 from tpuc.kernels.requant import NO_RELU, Relu
-from tpuc.pool_geometry import PoolGeometry
 
 
 @dataclass(frozen=True)

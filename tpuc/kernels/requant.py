@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpuc.kernels.arrays import Array
-from tpuc.kernels.element import Element
-from tpuc.numerics import (
+from tpuc.base.numerics import (
     f64_to_bf16,
     f64_to_f16,
     requantize,
     round_half_away,
     saturate,
 )
+from tpuc.kernels.arrays import Array
+from tpuc.kernels.element import Element
 
 DEFAULT_ROUND = "HalfAwayFromZero"
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tpuc.dtypes import ELEMENT_TYPES
-from tpuc.errors import TpucError
+from tpuc.base.dtypes import ELEMENT_TYPES
+from tpuc.base.errors import TpucError
+from tpuc.base.numerics import FLOAT_ROUNDING
 from tpuc.kernels.arrays import Array
 from tpuc.kernels.element import Element
-from tpuc.numerics import FLOAT_ROUNDING
 
 Result = Array | tuple[Array, ...]
 

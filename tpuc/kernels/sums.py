@@ -11,9 +11,9 @@ import numpy as np
 from tpuc.kernels.arrays import Array, axis_of
 from tpuc.kernels.element import Element
 from tpuc.kernels.executor import current
+from tpuc.kernels.pool_geometry import PoolGeometry
 from tpuc.kernels.pool_window import padded_input, window_reduce
 from tpuc.kernels.requant import Requant, centered, requant_output
-from tpuc.pool_geometry import PoolGeometry
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tpuc.errors import TpucError
-from tpuc.flag_values import parse_floats, parse_ints, parse_list, parse_shapes
+from tpuc.base.errors import TpucError
+from tpuc.base.flag_values import parse_floats, parse_ints, parse_list, parse_shapes
 
 
 class Parser(argparse.ArgumentParser):

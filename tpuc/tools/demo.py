@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 
 NAME = "tinycnn"
 LOG = "tpuc_demo.log"
@@ -83,7 +83,7 @@ def calibration_images(folder: Path) -> list[Path]:
 
 
 def deploy_prefix(chip: str) -> str:
-    from tpuc.deploy import deploy_prefix as prefix
+    from tpuc.workflow.deploy import deploy_prefix as prefix
 
     return prefix(NAME, chip, "INT8", False)
 
@@ -120,7 +120,7 @@ def similarity_lines(
 ) -> tuple[list[str], bool]:  # fmt: skip
     """One line per output: cosine (and with `bitwise`, whether identical);
     and whether every output was identical."""
-    from tpuc.compare import cosine_similarity
+    from tpuc.base.compare import cosine_similarity
 
     lines, same = [], True
     for name in names:
@@ -136,7 +136,7 @@ def similarity_lines(
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
-    from tpuc.files import load_npz
+    from tpuc.base.files import load_npz
 
     return dict(load_npz(path))
 
@@ -235,7 +235,7 @@ def demo(workdir: Path, chip: str, verbose: bool) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    from tpuc.chips import CHIPS
+    from tpuc.target.chips import CHIPS
 
     parser = argparse.ArgumentParser(prog="tpuc-demo", description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("tpuc_demo"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 
 FLOAT_COSINE = 0.99999
 ISLAND_COSINE = 0.999  # INT8 networks with float ops: a last-bit difference there can flip a
@@ -28,7 +28,7 @@ TARGETS = {
 
 def native_vendor(chip: str):
     """The vendor component for `--codegen native`, checked before any work."""
-    from tpuc.vendor.fetch import locate
+    from tpuc.target.vendor.fetch import locate
 
     if chip != "bm1684x":
         raise TpucError(f"--codegen native: the native target writes bm1684x bmodels, not {chip}")
@@ -39,7 +39,7 @@ def native_vendor(chip: str):
 class NativeCompiled:
     module: object  # TPU_ADDRESSED (tpuc's addresses; the native plan is derived from them)
     store: dict
-    bmodel: bytes  # the chip's command streams (tpuc.bmodel.native)
+    bmodel: bytes  # the chip's command streams (tpuc.target.bmodel.native)
     cycles: int  # the vendor library's estimate for the whole net (1 GHz)
     profile: str  # its per-command profile (compiler_profile_0.txt)
 
@@ -47,9 +47,9 @@ class NativeCompiled:
 def native_codegen(module, store, chip: str, vendor) -> NativeCompiled:
     """finalize (every op a global layer), then native codegen through the
     vendor backend library."""
+    from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.passes.native.emit import generate_native
-    from tpuc.pipeline import finalize
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import finalize
 
     final_store = WeightStore(store)
     finalize(module, final_store, chip, disable_layer_group=True)
@@ -91,7 +91,7 @@ def float_ops(module) -> list[str]:
     `chip_exact` names): the chip's float units round in their own order, so
     they cannot match bit for bit."""
     from tpuc.dialects import top, tpu
-    from tpuc.ir import main_function
+    from tpuc.ir.core import main_function
     from tpuc.passes.native.context import is_float
 
     found = []
@@ -121,7 +121,7 @@ def native_differences(
 ) -> list[str]:
     """One phrase per output that misses its mark: bit for bit when
     `cosine_bound` is None, else that cosine."""
-    from tpuc.runtime.check import differences
+    from tpuc.target.runtime.check import differences
 
     if cosine_bound is None:
         return differences(outputs, expected)
@@ -142,7 +142,7 @@ def run_native_check(bmodel: bytes, inputs, vendor, fixed: bool = False) -> dict
     temporary one); `fixed`: quantized outputs as their stored integers."""
     import tempfile
 
-    from tpuc.vendor.run import run_native
+    from tpuc.target.vendor.run import run_native
 
     with tempfile.TemporaryDirectory(prefix="tpuc-native-") as folder:
         path = Path(folder) / "model.bmodel"

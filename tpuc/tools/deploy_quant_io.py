@@ -131,7 +131,7 @@ def real_outputs(outputs: Mapping[str, np.ndarray], found: Plan | None) -> dict[
     """The bmodel's outputs as real values: a stripped quantized output's
     stored integers dequantized with the TPU module's own type."""
     from tpuc.dialects.quant import UniformQuantizedType
-    from tpuc.interp.tpu_kernels.cast_ops import to_real
+    from tpuc.interp.tpu_ops.cast_ops import to_real
 
     real = dict(outputs)
     for name, element in stripped_outputs(found).items():

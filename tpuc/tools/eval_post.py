@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpuc.errors import TpucError
-from tpuc.preprocess import Preprocess
+from tpuc.base.errors import TpucError
+from tpuc.ir.preprocess import Preprocess
 
 Decoder = Callable[
     [Sequence[np.ndarray], float, tuple[int, int]], tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -156,7 +156,7 @@ def _yolov5_head(head: np.ndarray, anchors, net_h: int) -> np.ndarray:
 
 def to_image(boxes: np.ndarray, image_hw, net_hw, pp: Preprocess) -> np.ndarray:
     """Boxes in network-input pixels back to original-image pixels, undoing
-    tpuc.preprocess's resize, letterbox or short-side scale and center crop."""
+    tpuc.ir.preprocess's resize, letterbox or short-side scale and center crop."""
     ih, iw = image_hw
     h, w = net_hw
     rh, rw = pp.resize_dims or (h, w)

@@ -20,7 +20,7 @@ Steps (each announced on one line):
    `_final_weight.npz`; codegen -> the bmodel (--model) and
    `<prefix>_tensor_location.json`; print the layer groups found (count,
    ops per group, slices) and the bmodel's estimated latency on the chip
-   (tpuc.runtime.profile: µs, cycles, TIU and GDMA busy shares);
+   (tpuc.target.runtime.profile: µs, cycles, TIU and GDMA busy shares);
 5. with --test_input (unless --skip_validation): run the bmodel in the
    device simulator -> `<prefix>_model_outputs.npz`, which must equal the
    TPU interpreter's outputs bit for bit.
@@ -40,13 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpuc.chips import CHIPS, MODES
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
+from tpuc.target.chips import CHIPS, MODES
 from tpuc.tools.cli import existing_file, make_parser, parse_list
 
 if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
-    from tpuc.compare import Tolerance
-    from tpuc.deploy import Verification
+    from tpuc.base.compare import Tolerance
+    from tpuc.workflow.deploy import Verification
 
 PROG = "model_deploy.py"
 EPILOG = (
@@ -205,7 +205,7 @@ class Request:
     disable_layer_group: bool = False
     auto_mix: bool = True
     codegen: str = "tpuc"
-    vendor: object = None  # the vendor component (tpuc.vendor.fetch.VendorPaths) for native
+    vendor: object = None  # the vendor component (tpuc.target.vendor.fetch.VendorPaths) for native
     quant_io: object = None  # --quant_input / --quant_output (deploy_quant_io.QuantIO)
 
     @property
@@ -220,7 +220,7 @@ class Request:
 
 def check_request(args) -> Request:
     """Everything that can be checked before the module is read."""
-    from tpuc.compare import Tolerance
+    from tpuc.base.compare import Tolerance
     from tpuc.tools.deploy_quant_io import QuantIO
 
     def optional(value: str | None, flag: str) -> Path | None:
@@ -292,8 +292,8 @@ def _use_own_table(args) -> None:
 
 def _check_target(args, qtable: Path | None) -> None:
     """Chip, modes and calibration, before the (maybe large) module is read."""
-    from tpuc.deploy import check_target
-    from tpuc.qtable import read_qtable
+    from tpuc.ir.qtable import read_qtable
+    from tpuc.workflow.deploy import check_target
 
     modes = read_qtable(qtable) if qtable is not None else {}
     has_table = args.calibration_table is not None
@@ -341,9 +341,9 @@ class Loaded:
 
 
 def load(req: Request) -> Loaded:
-    from tpuc.files import load_npz
-    from tpuc.module_io import load_module
-    from tpuc.preprocess import input_specs, load_inputs
+    from tpuc.base.files import load_npz
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.preprocess import input_specs, load_inputs
 
     module, store = load_module(req.mlir)
     inputs = reference = None
@@ -360,8 +360,8 @@ def auto_mix(out, req: Request, module, target: Path) -> Request:
     layer in float; else the request as it is."""
     import dataclasses
 
-    from tpuc.auto_mix import auto_float_layers, merged_qtable, report
-    from tpuc.qtable import format_qtable, read_qtable
+    from tpuc.ir.qtable import format_qtable, read_qtable
+    from tpuc.workflow.auto_mix import auto_float_layers, merged_qtable, report
 
     if not req.auto_mix or req.mode != "INT8" or req.cali_table is None:
         return req
@@ -379,7 +379,7 @@ def auto_mix(out, req: Request, module, target: Path) -> Request:
 
 
 def module_name(module) -> str:
-    from tpuc.module_io import module_attr
+    from tpuc.ir.module_io import module_attr
 
     name = module_attr(module, "name") or (module.sym_name.data if module.sym_name else None)
     if not name:
@@ -388,12 +388,12 @@ def module_name(module) -> str:
 
 
 def deploy(req: Request) -> int:
-    from tpuc.deploy import deploy_prefix, lower
-    from tpuc.files import OutputSet
-    from tpuc.ir import output_names
-    from tpuc.module_io import save_module
-    from tpuc.pipeline import pipeline_text
+    from tpuc.base.files import OutputSet
+    from tpuc.ir.core import output_names
+    from tpuc.ir.module_io import save_module
     from tpuc.tools import deploy_quant_io as quant_io
+    from tpuc.workflow.deploy import deploy_prefix, lower
+    from tpuc.workflow.pipeline import pipeline_text
 
     stages = Stages()
     say(f"loading {req.mlir}")
@@ -488,9 +488,9 @@ def deploy(req: Request) -> int:
 def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
     """weight-reorder, subnet-divide, address-assign -> `_final.mlir`, then
     the bmodel (--model) and `_tensor_location.json`."""
-    from tpuc.module_io import save_module
+    from tpuc.ir.module_io import save_module
     from tpuc.passes.codegen import locations_text
-    from tpuc.pipeline import compile_bmodel
+    from tpuc.workflow.pipeline import compile_bmodel
 
     group = "layer-group disabled" if req.disable_layer_group else f"layer-group opt={req.opt}"
     say(f"weight-reorder, subnet-divide, {group}, address-assign, codegen")
@@ -507,7 +507,7 @@ def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
 def native(req: Request, data: Loaded, out, path, written: list[Path]):
     """The native target: `_final.mlir`, the chip bmodel (--model) and the
     vendor library's profile `<prefix>_compiler_profile.txt`."""
-    from tpuc.module_io import save_module
+    from tpuc.ir.module_io import save_module
     from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
 
     if not req.disable_layer_group:
@@ -538,8 +538,8 @@ def group_summary(module) -> str:
 
 def estimate_latency(req: Request, bmodel: bytes) -> str:
     """The bmodel's run time on its chip from the cycle model (no run needed)."""
-    from tpuc.bmodel import read_bmodel
-    from tpuc.runtime.profile import estimate
+    from tpuc.target.bmodel import read_bmodel
+    from tpuc.target.runtime.profile import estimate
 
     return estimate(read_bmodel(bmodel, str(req.model)), str(req.model)).summary()
 
@@ -548,7 +548,7 @@ def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None, fixed
     """The bmodel in the device simulator (or, native, the vendor runtime),
     against the TPU interpreter (`fixed`: quantized outputs as their stored
     integers, --quant_output)."""
-    from tpuc.runtime.check import BmodelCheck, check_bmodel
+    from tpuc.target.runtime.check import BmodelCheck, check_bmodel
 
     if req.codegen == "native":
         from tpuc.tools.deploy_native import check_kind, native_differences, run_native_check
@@ -570,7 +570,7 @@ def validate(
 ) -> Verification:
     """Run the TPU interpreter and compare with the reference (`keep`: more
     tensors to return, stored and real)."""
-    from tpuc.deploy import verify
+    from tpuc.workflow.deploy import verify
 
     what = f"{req.test_reference}" if data.reference is not None else "the TOP interpreter"
     say(f"running the TPU interpreter -> {outputs_path}; comparing with {what}")
@@ -594,14 +594,14 @@ def _save_calibrated(out, req: Request, path: Path) -> Path:
     file where it is (no second copy of the weights)."""
     import os
 
-    from tpuc.module_io import (
+    from tpuc.ir.module_io import (
         module_attr,
         module_text,
         parse_module,
         read_module_text,
         set_module_attr,
     )
-    from tpuc.pipeline import calibrate_import_passes, run_passes
+    from tpuc.workflow.pipeline import calibrate_import_passes, run_passes
 
     module = parse_module(read_module_text(req.mlir), str(req.mlir))
     run_passes(module, calibrate_import_passes(req.cali_table, req.asymmetric))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser
 
 PROG = "model_eval.py"
@@ -26,7 +26,7 @@ MODEL_SUFFIXES = (".onnx", ".tflite", ".mlir", ".bmodel")
 
 
 def build_parser():
-    from tpuc.preprocess import add_preprocess_args
+    from tpuc.ir.preprocess import add_preprocess_args
     from tpuc.tools.eval_post import DECODERS
 
     parser = make_parser(
@@ -101,12 +101,12 @@ class Model:
 
 
 def _module_model(path: str) -> Model:
+    from tpuc.base.module_state import ModuleState, state_of
     from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import TopInterpreter
     from tpuc.interp.tpu_interpreter import TpuInterpreter
-    from tpuc.module_io import load_module
-    from tpuc.module_state import ModuleState, state_of
-    from tpuc.preprocess import input_specs
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.preprocess import input_specs
 
     module, store = load_module(path)
     state = state_of(module)
@@ -125,9 +125,9 @@ def _module_model(path: str) -> Model:
 
 
 def _bmodel_model(path: str, reference: list) -> Model:
-    from tpuc.preprocess import InputSpec
-    from tpuc.runtime import load_bmodel
-    from tpuc.vendor.run import NativeRunner, is_native
+    from tpuc.ir.preprocess import InputSpec
+    from tpuc.target.runtime import load_bmodel
+    from tpuc.target.vendor.run import NativeRunner, is_native
 
     if is_native(path):
         runner = NativeRunner(path)  # one runtime worker for every sample; ends with the process
@@ -144,7 +144,7 @@ def _bmodel_model(path: str, reference: list) -> Model:
 def _onnx_model(path: str, shapes, reference: list) -> Model:
     import onnxruntime
 
-    from tpuc.preprocess import InputSpec
+    from tpuc.ir.preprocess import InputSpec
 
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -166,7 +166,7 @@ def _onnx_model(path: str, shapes, reference: list) -> Model:
 def _tflite_model(path: str, shapes, reference: list) -> Model:
     """LiteRT's reference kernels; inputs in the model's own layout (NHWC)."""
     from tpuc.frontends.tflite.reference import _interpreter, run_tflite
-    from tpuc.preprocess import InputSpec
+    from tpuc.ir.preprocess import InputSpec
 
     details = _interpreter(path, False).get_input_details()
     names = [d["name"] for d in details]
@@ -193,7 +193,7 @@ def _specs(path, names, declared, shapes, reference, InputSpec) -> list:
 
 def load_model(path: str, shapes, reference: list, fallback) -> Model:
     """The model at `path`; inputs without recorded preprocessing get `fallback`."""
-    from tpuc.preprocess import with_preprocess
+    from tpuc.ir.preprocess import with_preprocess
 
     file = existing_file(path, "--model_file")
     suffix = file.suffix.lower()
@@ -226,7 +226,7 @@ def batches(samples: list, batch: int):
 def feed_of(model: Model, group: list) -> dict:
     import numpy as np
 
-    from tpuc.preprocess import load_image
+    from tpuc.ir.preprocess import load_image
 
     if len(model.specs) != 1:
         raise TpucError(
@@ -278,7 +278,7 @@ class DetectionScorer:
         self.sizes = {i["id"]: i for i in annotations["images"]}
 
     def score(self, outputs, samples, spec) -> None:
-        from tpuc.preprocess import Preprocess, image_layout
+        from tpuc.ir.preprocess import Preprocess, image_layout
 
         pp = spec.preprocess or Preprocess()
         _, h, w = image_layout(list(spec.shape), pp.channel_format)
@@ -316,8 +316,8 @@ def _samples(args):
 
 
 def run(argv: list[str] | None = None) -> int:
-    from tpuc.flag_values import parse_shapes
-    from tpuc.preprocess import preprocess_from_args
+    from tpuc.base.flag_values import parse_shapes
+    from tpuc.ir.preprocess import preprocess_from_args
 
     args = build_parser().parse_args(argv)
     if (args.model_file is None) == (args.stages is None):
@@ -346,8 +346,8 @@ def run(argv: list[str] | None = None) -> int:
 def _reference(path: str | None) -> list:
     if path is None:
         return []
-    from tpuc.module_io import load_module
-    from tpuc.preprocess import input_specs
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.preprocess import input_specs
 
     module, _ = load_module(existing_file(path, "--mlir"))
     return input_specs(module)

@@ -5,7 +5,7 @@
 
 `.prototxt` (with `--model_data x.caffemodel`) runs in OpenCV's Caffe
 importer, outputs keyed by layer name. `.bmodel` runs in tpuc's device
-simulator (tpuc.runtime); `.mlir` in the TOP
+simulator (tpuc.target.runtime); `.mlir` in the TOP
 interpreter or, for a TPU module (`_tpu.mlir`), the TPU interpreter (the
 weight npz named by `module.weight_file` must sit next to it); `.onnx` in
 onnxruntime; `.tflite` in LiteRT's reference kernels (inputs and outputs in
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser
 
 PROG = "model_runner.py"
@@ -95,12 +95,12 @@ class RunOptions:
 def run_mlir_file(model_path: str, inputs: Mapping, options: RunOptions) -> dict:
     """A TOP module in the TOP interpreter, a lowered TPU module in the TPU
     interpreter (later states hold reordered weights: run their bmodel)."""
+    from tpuc.base.module_state import ModuleState, state_of
     from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
     from tpuc.interp.tpu_interpreter import TpuInterpreter
-    from tpuc.module_io import load_module
-    from tpuc.module_state import ModuleState, state_of
-    from tpuc.preprocess import input_specs, inputs_from_npz
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.preprocess import input_specs, inputs_from_npz
 
     module, store = load_module(model_path)
     feed = inputs_from_npz(inputs, input_specs(module), "--input")
@@ -139,8 +139,8 @@ def run_bmodel_file(model_path: str, inputs: Mapping, options: RunOptions) -> di
     combined bmodel runs the stage whose input shapes are the inputs'."""
     import numpy as np
 
-    from tpuc.runtime import load_bmodel
-    from tpuc.vendor.run import is_native, run_native
+    from tpuc.target.runtime import load_bmodel
+    from tpuc.target.vendor.run import is_native, run_native
 
     if is_native(model_path):
         if options.dump_all or options.chip:
@@ -193,7 +193,7 @@ _OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
 def check_location_rows(rows, source: str) -> None:
     """The rows the simulator reads tensors by: field types and values (a
     hand-edited file would otherwise fail deep in the run)."""
-    from tpuc.dtypes import DTYPE_BYTES
+    from tpuc.base.dtypes import DTYPE_BYTES
 
     if not isinstance(rows, list):
         raise TpucError(f"{source}: 'tensors' must be a list of tensor rows")
@@ -268,7 +268,7 @@ RUNNERS[".prototxt"] = run_caffe_file
 
 
 def run(argv: list[str] | None = None) -> int:
-    from tpuc.files import OutputSet, load_npz
+    from tpuc.base.files import OutputSet, load_npz
 
     args = build_parser().parse_args(argv)
     model = existing_file(args.model, "--model")
@@ -299,9 +299,9 @@ def profile_bmodel(model_path: str) -> str:
     ten most expensive layers (named from _tensor_location.json if present)."""
     import json
 
-    from tpuc.bmodel import load_bmodel_file
-    from tpuc.runtime.profile import estimate, profile_document, top_layers
-    from tpuc.vendor.run import is_native
+    from tpuc.target.bmodel import load_bmodel_file
+    from tpuc.target.runtime.profile import estimate, profile_document, top_layers
+    from tpuc.target.vendor.run import is_native
 
     if is_native(model_path):
         raise TpucError(

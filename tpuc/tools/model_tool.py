@@ -6,7 +6,7 @@ SIZE OUT`, `--kernel_dump`, `--kernel_update`, `--kernel_remove`. It reads
 tpuc's own bmodels and native ones (the chip's command streams, read with
 the vendor component's schema) alike.
 
-Combine is written here, in Python over the schema (tpuc.bmodel.combine),
+Combine is written here, in Python over the schema (tpuc.target.bmodel.combine),
 not delegated to the vendor's model_tool binary: that binary cannot read
 tpuc's own bmodels, needs a library from the wheel's bundled third_party
 folder (libomp.so.5) that the vendor fetch never unpacks, writes its output
@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import make_parser
 
 PROG = "model_tool.py"
@@ -82,14 +82,14 @@ def build_parser():
 
 def load_tree(path: str):
     """The tree of the bmodel file at `path` (schema by its kind)."""
-    from tpuc.bmodel.native import NATIVE_TYPE, model_type
-    from tpuc.bmodel.tree import read_tree
-    from tpuc.files import read_bytes
+    from tpuc.base.files import read_bytes
+    from tpuc.target.bmodel.native import NATIVE_TYPE, model_type
+    from tpuc.target.bmodel.tree import read_tree
 
     data = read_bytes(path, "bmodel file")
     fbs = None
     if model_type(data) == NATIVE_TYPE:
-        from tpuc.vendor.fetch import locate
+        from tpuc.target.vendor.fetch import locate
 
         fbs = locate().bmodel_fbs
     return read_tree(data, path, fbs)
@@ -98,9 +98,9 @@ def load_tree(path: str):
 def encode(tree, target: str) -> bytes:
     """The file bytes of `tree`, read back and checked before anything is saved
     (tpuc's own: every digest and field, as the simulator would)."""
-    from tpuc.bmodel import read_bmodel
-    from tpuc.bmodel.tree import read_tree, write_tree
-    from tpuc.bmodel.validate import validate_model
+    from tpuc.target.bmodel import read_bmodel
+    from tpuc.target.bmodel.tree import read_tree, write_tree
+    from tpuc.target.bmodel.validate import validate_model
 
     data = write_tree(tree)
     if tree.native:
@@ -111,7 +111,7 @@ def encode(tree, target: str) -> bytes:
 
 
 def _native_fbs() -> Path:
-    from tpuc.vendor.fetch import locate
+    from tpuc.target.vendor.fetch import locate
 
     return locate().bmodel_fbs
 
@@ -130,7 +130,7 @@ def refuse_inputs(output: str, inputs: list[str], flag: str) -> None:
 
 def save(files: dict[str, bytes], inputs: list[str]) -> None:
     """Write every file (temporary name, then rename), all or none."""
-    from tpuc.files import OutputSet
+    from tpuc.base.files import OutputSet
 
     with OutputSet(protected=tuple(inputs)) as out:
         for path, data in files.items():
@@ -139,8 +139,8 @@ def save(files: dict[str, bytes], inputs: list[str]) -> None:
 
 def new_stamp() -> tuple[str, str]:
     """(time, version) for a file this tool makes."""
-    from tpuc.bmodel import bmodel_time
-    from tpuc.bmodel.model import _version
+    from tpuc.target.bmodel import bmodel_time
+    from tpuc.target.bmodel.model import _version
 
     return bmodel_time(), _version()
 
@@ -149,7 +149,7 @@ def new_stamp() -> tuple[str, str]:
 
 
 def show_info(args) -> None:
-    from tpuc.bmodel.info import describe
+    from tpuc.target.bmodel.info import describe
 
     print(describe(load_tree(args.info)), end="")
 
@@ -159,19 +159,19 @@ def show_chip(args) -> None:
 
 
 def show_print(args) -> None:
-    from tpuc.bmodel.info import as_json
+    from tpuc.target.bmodel.info import as_json
 
     print(as_json(load_tree(args.print)), end="")
 
 
 def show_weight(args) -> None:
-    from tpuc.bmodel.info import weights
+    from tpuc.target.bmodel.info import weights
 
     print(weights(load_tree(args.weight)), end="")
 
 
 def combine(args) -> None:
-    from tpuc.bmodel.combine import Source, combine
+    from tpuc.target.bmodel.combine import Source, combine
 
     output = args.output or "bm_combined.bmodel"
     refuse_inputs(output, args.combine, "-o")
@@ -182,7 +182,7 @@ def combine(args) -> None:
 
 
 def extract(args) -> None:
-    from tpuc.bmodel.combine import extract
+    from tpuc.target.bmodel.combine import extract
 
     folder = Path(args.output or ".")
     tree = load_tree(args.extract)
@@ -198,8 +198,8 @@ def extract(args) -> None:
 
 
 def dump(args) -> None:
-    from tpuc.bmodel.container import _HEADER, HEADER_SIZE
-    from tpuc.files import read_bytes
+    from tpuc.base.files import read_bytes
+    from tpuc.target.bmodel.container import _HEADER, HEADER_SIZE
 
     path, start_text, size_text, output = args.dump
     start, size = _offset(start_text, "START"), _offset(size_text, "SIZE")
@@ -228,7 +228,7 @@ def _offset(text: str, what: str) -> int:
 
 
 def kernel_dump(args) -> None:
-    from tpuc.bmodel.combine import kernel_module
+    from tpuc.target.bmodel.combine import kernel_module
 
     name, data = kernel_module(load_tree(args.kernel_dump), args.kernel_dump)
     output = args.output or Path(name).name
@@ -238,8 +238,8 @@ def kernel_dump(args) -> None:
 
 
 def kernel_update(args) -> None:
-    from tpuc.bmodel.combine import with_kernel
-    from tpuc.files import read_bytes
+    from tpuc.base.files import read_bytes
+    from tpuc.target.bmodel.combine import with_kernel
 
     path, kernel = args.kernel_update
     output = args.output or path
@@ -259,7 +259,7 @@ def kernel_update(args) -> None:
 
 
 def kernel_remove(args) -> None:
-    from tpuc.bmodel.combine import without_kernel
+    from tpuc.target.bmodel.combine import without_kernel
 
     path = args.kernel_remove
     output = args.output or path

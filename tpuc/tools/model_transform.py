@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser, parse_list, parse_shapes
 
 if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
-    from tpuc.compare import CompareResult, Tolerance
+    from tpuc.base.compare import CompareResult, Tolerance
     from tpuc.frontends.onnx.reference import OnnxNames
-    from tpuc.preprocess import Preprocess
+    from tpuc.ir.preprocess import Preprocess
 
 PROG = "model_transform.py"
 EPILOG = (
@@ -47,7 +47,7 @@ MAX_FAILURE_LINES = 10
 
 
 def build_parser():
-    from tpuc.preprocess import add_preprocess_args
+    from tpuc.ir.preprocess import add_preprocess_args
 
     parser = make_parser(
         PROG,
@@ -119,8 +119,8 @@ class Request:
 
 def check_request(args) -> Request:
     """Everything that can be checked before the model is read."""
-    from tpuc.compare import Tolerance
-    from tpuc.preprocess import preprocess_from_args
+    from tpuc.base.compare import Tolerance
+    from tpuc.ir.preprocess import preprocess_from_args
 
     name = args.model_name.strip()
     if not name or "/" in name or "\\" in name:
@@ -314,7 +314,7 @@ def verify(req: Request, module, store, inputs, out, reference):
     """Run TOP and the source framework on `inputs`; stage the npz files;
     return the comparison. Empties `store` once TOP has run, so that the
     weights are freed before the reference loads its own copy."""
-    from tpuc.compare import compare_arrays
+    from tpuc.base.compare import compare_arrays
     from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
 
@@ -346,7 +346,7 @@ def report(req: Request, result: CompareResult, finals: list[str]) -> None:
 
 def divergence(req: Request, result: CompareResult, label: str = "onnxruntime") -> TpucError:
     """The failure that names the first failing tensor in network order."""
-    from tpuc.compare import Verdict
+    from tpuc.base.compare import Verdict
 
     first = result.failures[0]
     s = first.similarity
@@ -361,12 +361,12 @@ def divergence(req: Request, result: CompareResult, label: str = "onnxruntime") 
 
 
 def transform(req: Request) -> int:
-    from tpuc.files import OutputSet
-    from tpuc.ir import output_names
-    from tpuc.module_io import module_attr, save_module
-    from tpuc.pipeline import transform as transform_stage
-    from tpuc.preprocess import input_specs, load_inputs, with_preprocess
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.base.files import OutputSet
+    from tpuc.ir.core import output_names
+    from tpuc.ir.module_io import module_attr, save_module
+    from tpuc.ir.preprocess import input_specs, load_inputs, with_preprocess
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import transform as transform_stage
 
     protected = (req.model_def, *req.test_input, *[p for p in (req.model_data,) if p])
     with OutputSet(protected=protected) as out:
@@ -411,9 +411,9 @@ def write_own_table(req: Request, module, ranges: dict, out) -> None:
     """A pre-quantized model's scales and zero points as the calibration
     table `<name>_cali_table`, named by `module.cali_table` so that
     model_deploy.py --quantize INT8 uses it without --calibration_table."""
-    from tpuc.cali_table import format_table
+    from tpuc.base.cali_table import format_table
     from tpuc.frontends.tflite.quant import calibration_table
-    from tpuc.module_io import set_module_attr
+    from tpuc.ir.module_io import set_module_attr
 
     path = req.path("_cali_table")
     table = calibration_table(module, ranges)
@@ -444,7 +444,7 @@ def written_files(req: Request) -> list[Path]:
 def annotate_inputs(module, preprocess: Preprocess) -> None:
     """Record the preprocessing on every top.Input that can take an image."""
     from tpuc.dialects.top import InputOp
-    from tpuc.preprocess import annotate_input
+    from tpuc.ir.preprocess import annotate_input
 
     for op in module.walk():
         if isinstance(op, InputOp):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import add_command, make_parser, parse_list
 
 PROG = "npz_tool.py"
@@ -113,7 +113,7 @@ def _stats(array) -> str:
 def cmd_dump(args) -> int:
     import numpy as np
 
-    from tpuc.files import load_npz
+    from tpuc.base.files import load_npz
 
     data = load_npz(args.npz)
     chosen = _pick(data, args.keys, args.npz) if args.keys else data
@@ -129,8 +129,8 @@ def cmd_dump(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from tpuc.compare import Tolerance, compare_arrays
-    from tpuc.files import load_npz
+    from tpuc.base.compare import Tolerance, compare_arrays
+    from tpuc.base.files import load_npz
 
     tolerance = Tolerance.parse(args.tolerance)
     target, ref = load_npz(args.target), load_npz(args.reference)
@@ -191,7 +191,7 @@ def _largest_error(target, ref) -> str:
 
 
 def cmd_get_shape(args) -> int:
-    from tpuc.files import load_npz
+    from tpuc.base.files import load_npz
 
     data = load_npz(args.npz)
     if args.key is not None:
@@ -203,7 +203,7 @@ def cmd_get_shape(args) -> int:
 
 
 def cmd_rename(args) -> int:
-    from tpuc.files import OutputSet, load_npz
+    from tpuc.base.files import OutputSet, load_npz
 
     data = load_npz(args.npz)
     _pick(data, [args.old], args.npz)
@@ -217,7 +217,7 @@ def cmd_rename(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from tpuc.files import OutputSet, load_npz
+    from tpuc.base.files import OutputSet, load_npz
 
     keys = parse_list(args.keys)
     if not keys:
@@ -232,7 +232,7 @@ def cmd_extract(args) -> int:
 def cmd_to_dat(args) -> int:
     import numpy as np
 
-    from tpuc.files import OutputSet, load_npz
+    from tpuc.base.files import OutputSet, load_npz
 
     data = load_npz(args.npz)
     blob = b"".join(
@@ -247,9 +247,9 @@ def cmd_to_dat(args) -> int:
 def cmd_quant_input(args) -> int:
     import numpy as np
 
-    from tpuc.files import OutputSet, load_npz
+    from tpuc.base.files import OutputSet, load_npz
+    from tpuc.target.vendor.run import bmodel_inputs, to_device
     from tpuc.tools.cli import existing_file
-    from tpuc.vendor.run import bmodel_inputs, to_device
 
     existing_file(args.model, "model")
     descs = {d.name: d for d in bmodel_inputs(args.model)}

@@ -22,13 +22,13 @@ from typing import IO, TYPE_CHECKING
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 
 if TYPE_CHECKING:
     import numpy as np
     from xdsl.ir import Dialect
 
-    from tpuc.weights import WeightStore
+    from tpuc.ir.weights import WeightStore
 
 
 class _StagedText(io.StringIO):
@@ -87,21 +87,21 @@ class TpucOptMain(xDSLOptMain):
 
     def register_all_passes(self) -> None:
         from tpuc.passes.registry import get_all_passes
-        from tpuc.pipeline import STAGE_PASSES
+        from tpuc.workflow.pipeline import STAGE_PASSES
 
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
-        for name, stage in STAGE_PASSES.items():  # whole stages of tpuc.pipeline
+        for name, stage in STAGE_PASSES.items():  # whole stages of tpuc.workflow.pipeline
             self.register_pass(name, lambda stage=stage: stage)
 
     def register_all_frontends(self) -> None:
-        """MLIR text is decoded and checked by tpuc.ir_text before xDSL's
+        """MLIR text is decoded and checked by tpuc.base.ir_text before xDSL's
         lexer sees it (an unclosed string literal would make it backtrack
         for minutes)."""
         from xdsl.parser import Parser
         from xdsl.utils.exceptions import ParseError
 
-        from tpuc.ir_text import check_ir_text, decode_ir
+        from tpuc.base.ir_text import check_ir_text, decode_ir
 
         def parse_mlir(stream: IO[bytes]) -> ModuleOp:
             source = self.get_input_name()
@@ -140,7 +140,7 @@ class TpucOptMain(xDSLOptMain):
         return self._staged
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        from tpuc.module_io import check_dominance
+        from tpuc.ir.module_io import check_dominance
 
         check_dominance(prog, self.args.input_file or "<stdin>")
         store = self._attach_weights(prog)
@@ -148,7 +148,7 @@ class TpucOptMain(xDSLOptMain):
         self._collect_weights(prog, store)
 
     def run(self) -> None:
-        from tpuc.files import OutputSet
+        from tpuc.base.files import OutputSet
 
         super().run()
         protected = tuple(self._loaded.values())
@@ -162,9 +162,9 @@ class TpucOptMain(xDSLOptMain):
 
     def _attach_weights(self, prog: ModuleOp) -> WeightStore:
         """Load the module's weight file when it can be found."""
-        from tpuc.files import load_npz
-        from tpuc.module_io import module_attr
-        from tpuc.weights import WeightStore, attach_weights, check_weight_file
+        from tpuc.base.files import load_npz
+        from tpuc.ir.module_io import module_attr
+        from tpuc.ir.weights import WeightStore, attach_weights, check_weight_file
 
         store = WeightStore()
         name = module_attr(prog, "weight_file")
@@ -185,8 +185,8 @@ class TpucOptMain(xDSLOptMain):
     def _collect_weights(self, prog: ModuleOp, store: WeightStore) -> None:
         """Remember the live weights for --weight-output; warn when passes
         made weights that would otherwise be lost."""
-        from tpuc.module_io import module_attr, set_module_attr
-        from tpuc.weights import live_weights
+        from tpuc.ir.module_io import module_attr, set_module_attr
+        from tpuc.ir.weights import live_weights
 
         weight_file = module_attr(prog, "weight_file")
         if self.args.weight_output is not None:
@@ -228,7 +228,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         driver.run()
     except ParseError as exc:
-        from tpuc.module_io import parse_error_message
+        from tpuc.ir.module_io import parse_error_message
 
         raise TpucError(f"{source}: invalid IR: {parse_error_message(exc)}") from None
     except DiagnosticException as exc:

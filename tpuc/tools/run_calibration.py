@@ -22,7 +22,7 @@ table (`--output_mlir`), and that module is what model_deploy.py takes
 with the table. --search search_threshold writes the searched table; the
 qtable modes also write `--quantize_table` for model_deploy.py. Every run
 with a technique or a search prints the FP32 vs INT8 output cosine before
-and after (tpuc/calibration/techniques.py).
+and after (tpuc/workflow/calibration/techniques.py).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import add_sample_flags, check_sample_flags, existing_file, make_parser
 
 PROG = "run_calibration.py"
 METHOD_NAMES = ("kl", "max", "percentile9999", "mse", "aciq_gauss", "aciq_laplace")
-"""`--cali_method` choices (the keys of tpuc.calibration.thresholds.METHODS)."""
+"""`--cali_method` choices (the keys of tpuc.workflow.calibration.thresholds.METHODS)."""
 
 EPILOG = (
     "The table has one line per tensor, 'name threshold min max': the threshold for symmetric "
@@ -136,7 +136,7 @@ class Request:
     tune_num: int
     tune_list: str | None
     output: Path
-    plan: object | None = None  # tpuc.calibration.techniques.Plan when asked for
+    plan: object | None = None  # tpuc.workflow.calibration.techniques.Plan when asked for
     output_mlir: Path | None = None
     qtable: Path | None = None
 
@@ -148,7 +148,7 @@ def technique_names(args) -> tuple[str, ...]:
 def check_plan(args, output: Path):
     """The techniques/search plan (None when none was asked for), its checks,
     and where the changed module and the qtable go."""
-    from tpuc.calibration.techniques import Plan
+    from tpuc.workflow.calibration.techniques import Plan
 
     names = technique_names(args)
     search = None if args.search == "False" else args.search
@@ -246,7 +246,7 @@ def refuse_overwrite(output: Path, inputs: list[Path]) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    from tpuc.calibration.calibrate import Calibration, write_table
+    from tpuc.workflow.calibration.calibrate import Calibration, write_table
 
     req = check_request(build_parser().parse_args(argv))
     generated = generated_time()
@@ -292,11 +292,11 @@ def say_lossy(lossy: dict[str, float]) -> None:
 
 def run_plan(req: Request, cal, samples, tune_samples, protected, generated, start) -> int:
     """Techniques and/or search, then every output written together."""
-    from tpuc.cali_table import CaliTable, format_table
-    from tpuc.calibration.techniques import run_plan as run_techniques
-    from tpuc.files import OutputSet
-    from tpuc.module_io import save_module
-    from tpuc.qtable import format_qtable
+    from tpuc.base.cali_table import CaliTable, format_table
+    from tpuc.base.files import OutputSet
+    from tpuc.ir.module_io import save_module
+    from tpuc.ir.qtable import format_qtable
+    from tpuc.workflow.calibration.techniques import run_plan as run_techniques
 
     outcome = run_techniques(cal, samples, tune_samples, req.plan, progress, say)
     mlir = req.output_mlir if outcome.weights_changed else req.mlir

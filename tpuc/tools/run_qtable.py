@@ -9,7 +9,7 @@ Scores every candidate layer by the network's output loss (1 − cos against
 the float model, mean over samples) with only that layer in float, writes
 the loss table best first, then adds layers greedily by gain until the
 output cosine reaches --expected_cos and writes them as the qtable that
-model_deploy.py --quantize_table reads (tpuc/mixed_precision.py).
+model_deploy.py --quantize_table reads (tpuc/workflow/mixed_precision.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import add_sample_flags, check_sample_flags, existing_file, make_parser
 
 PROG = "run_qtable.py"
@@ -108,7 +108,7 @@ def progress(items, what: str):
 
 
 def fp_mode(chip, fp_type: str) -> str:
-    from tpuc.mixed_precision import best_float_mode
+    from tpuc.workflow.mixed_precision import best_float_mode
 
     mode = best_float_mode(chip) if fp_type == "auto" else fp_type
     chip.check_mode(mode)
@@ -116,13 +116,13 @@ def fp_mode(chip, fp_type: str) -> str:
 
 
 def run(argv: list[str] | None = None) -> int:
-    from tpuc.calibration.calibrate import Calibration
-    from tpuc.calibration.dataset import load_sample
-    from tpuc.chips import get_chip
-    from tpuc.files import OutputSet
-    from tpuc.mixed_precision import MixedPrecisionSearch, loss_table_text
-    from tpuc.qtable import format_qtable
+    from tpuc.base.files import OutputSet
+    from tpuc.ir.qtable import format_qtable
+    from tpuc.target.chips import get_chip
     from tpuc.tools.run_calibration import generated_time
+    from tpuc.workflow.calibration.calibrate import Calibration
+    from tpuc.workflow.calibration.dataset import load_sample
+    from tpuc.workflow.mixed_precision import MixedPrecisionSearch, loss_table_text
 
     req = check_request(build_parser().parse_args(argv))
     chip = get_chip(req.chip)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tpuc.errors import run_cli
+from tpuc.base.errors import run_cli
+from tpuc.target.vendor.fetch import VENDOR_VERSION, cache_dir, fetch, locate
 from tpuc.tools.cli import add_command, make_parser
-from tpuc.vendor.fetch import VENDOR_VERSION, cache_dir, fetch, locate
 
 PROG = "tpuc-vendor"
 

@@ -5,7 +5,7 @@
 
 Runs the float (TOP) module in the TOP interpreter and the quantized (TPU)
 module in the TPU interpreter on one input, pairs their tensors by name as
-model_deploy.py does (tpuc.deploy.layer_names), and serves a page: the
+model_deploy.py does (tpuc.workflow.deploy.layer_names), and serves a page: the
 quantized graph colored by each tensor's cosine similarity to its float
 counterpart, a table of every tensor with cosine / euclidean / SQNR, and per
 tensor a scatter (float vs quantized) and histograms with the quantization
@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import json
 
-from tpuc.errors import TpucError, run_cli
+from tpuc.base.errors import TpucError, run_cli
 from tpuc.tools.cli import existing_file, make_parser
 
 PROG = "visual.py"
@@ -63,12 +63,12 @@ def build_parser():
 
 def compare(f32_mlir: str, quant_mlir: str, inputs: list[str], tolerance) -> dict:
     """Everything the page shows, as JSON-ready data."""
-    from tpuc.deploy import first_failing_layer, layer_names
     from tpuc.interp.accelerator import accelerated
     from tpuc.interp.top_interpreter import run_top
     from tpuc.interp.tpu_interpreter import TpuInterpreter
-    from tpuc.module_io import load_module
-    from tpuc.preprocess import input_specs, load_inputs
+    from tpuc.ir.module_io import load_module
+    from tpuc.ir.preprocess import input_specs, load_inputs
+    from tpuc.workflow.deploy import first_failing_layer, layer_names
 
     top, top_store = load_module(existing_file(f32_mlir, "--f32_mlir"))
     quant, quant_store = load_module(existing_file(quant_mlir, "--quant_mlir"))
@@ -115,7 +115,7 @@ def _graph(module, pairs, top_values, quant_values, elements, tolerance) -> list
     """One entry per tensor of the quantized module, in graph order."""
     from tpuc.dialects import top
     from tpuc.dialects.base import TensorOp
-    from tpuc.ir import main_function
+    from tpuc.ir.core import main_function
 
     producer, rows = {}, []
     for op in main_function(module).body.block.ops:
@@ -136,7 +136,7 @@ def _graph(module, pairs, top_values, quant_values, elements, tolerance) -> list
 def _stats(row, top_values, quant, element, tolerance) -> dict:
     import numpy as np
 
-    from tpuc.compare import compare_tensors
+    from tpuc.base.compare import compare_tensors
     from tpuc.dialects.quant import UniformQuantizedType
 
     out = {"range": None, "cosine": None, "euclid": None, "sqnr": None, "passed": None}
@@ -225,7 +225,7 @@ def serve(args, tolerance) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    from tpuc.compare import Tolerance
+    from tpuc.base.compare import Tolerance
 
     args = build_parser().parse_args(argv)
     tolerance = Tolerance.parse(args.tolerance)
@@ -236,7 +236,7 @@ def run(argv: list[str] | None = None) -> int:
 
     inputs = [p for p in args.input.split(",") if p]
     data = compare(args.f32_mlir, args.quant_mlir, inputs, tolerance)
-    from tpuc.files import OutputSet
+    from tpuc.base.files import OutputSet
 
     try:
         with OutputSet(protected=(args.f32_mlir, args.quant_mlir, *inputs)) as out:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from caffe_layers import NetBuilder, build_case
 
-from tpuc.errors import TpucError
+from tpuc.base.errors import TpucError
 from tpuc.frontends.caffe import convert_caffe
 from tpuc.tools import model_transform
 

@@ -11,7 +11,7 @@ from caffe_layers import CASES, MIN_COSINE, NetBuilder, build_case, deploy_case,
 
 from tpuc.frontends.caffe import convert_caffe
 from tpuc.interp.top_interpreter import run_top
-from tpuc.weights import WeightStore, attach_weights
+from tpuc.ir.weights import WeightStore, attach_weights
 
 
 @pytest.mark.parametrize("name", list(CASES))

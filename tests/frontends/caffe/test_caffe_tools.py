@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from caffe_layers import build_case
 
-from tpuc.runtime import load_bmodel
-from tpuc.runtime.engine import CopyStep, EngineStep
+from tpuc.target.runtime import load_bmodel
+from tpuc.target.runtime.engine import CopyStep, EngineStep
 from tpuc.tools import model_deploy, model_runner, model_transform, run_calibration
 
 

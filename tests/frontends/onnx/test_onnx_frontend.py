@@ -33,7 +33,7 @@ from onnx_helpers import (
     tensor,
 )
 
-from tpuc.errors import TpucError, UnsupportedOpsError
+from tpuc.base.errors import TpucError, UnsupportedOpsError
 from tpuc.frontends.onnx import convert_onnx
 
 # --- module structure ---------------------------------------------------------------

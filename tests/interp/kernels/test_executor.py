@@ -12,10 +12,10 @@ import pytest
 from interp_helpers import assert_close, rand, run_kernel, run_ort
 from xdsl.parser import Parser
 
-from tpuc.context import make_context
 from tpuc.dialects import top
-from tpuc.interp.kernels import KERNELS
 from tpuc.interp.top_interpreter import TopInterpreter
+from tpuc.interp.top_ops import KERNELS
+from tpuc.ir.context import make_context
 from tpuc.kernels import conv_plan, executor, gemm_conv
 from tpuc.kernels.arena import Arena
 from tpuc.kernels.executor import Executor, current

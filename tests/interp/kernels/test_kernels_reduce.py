@@ -56,6 +56,6 @@ def test_topk(largest, axis):
 
 
 def test_every_reduce_mode_has_a_kernel():
-    from tpuc.interp.kernels.reduce import REDUCE
+    from tpuc.interp.top_ops.reduce import REDUCE
 
     assert set(REDUCE) == set(top.ReduceOp.MODES)

@@ -5,8 +5,8 @@ run the same functions from decoded commands."""
 from __future__ import annotations
 
 from tpuc.dialects import top
-from tpuc.interp.kernels import KERNELS
-from tpuc.interp.kernels.registry import LIBRARY
+from tpuc.interp.top_ops import KERNELS
+from tpuc.interp.top_ops.registry import LIBRARY
 
 
 def test_every_top_kernel_is_a_library_kernel():

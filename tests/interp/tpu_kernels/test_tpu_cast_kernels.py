@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import TensorType, bf16, f16, f32
 
+from tpuc.base.errors import TpucError
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.errors import TpucError
-from tpuc.interp.tpu_kernels import TPU_KERNELS
-from tpuc.ir import kind_of
+from tpuc.interp.tpu_ops import TPU_KERNELS
+from tpuc.ir.core import kind_of
 
 
 def q8(storage: str, scale: float, zero_point: int = 0) -> UniformQuantizedType:

@@ -15,18 +15,18 @@ from int_refs import RANGES, RNG, extreme_case, geometry, ref_conv, ref_deconv, 
 from xdsl.dialects.builtin import IntegerType, NoneType, Signedness, TensorType, i32
 from xdsl.ir import Block
 
+from tpuc.base.errors import TpucError
+from tpuc.base.numerics import multiplier_rshift, shared_rshift_multipliers
 from tpuc.dialects import top, tpu
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.errors import TpucError
-from tpuc.interp.tpu_kernels import compute  # noqa: F401  (registers the kernels)
-from tpuc.interp.tpu_kernels.compute_conv import conv_params
-from tpuc.interp.tpu_kernels.registry import TPU_KERNELS
-from tpuc.ir import kind_of
+from tpuc.interp.tpu_ops import compute  # noqa: F401  (registers the kernels)
+from tpuc.interp.tpu_ops.compute_conv import conv_params
+from tpuc.interp.tpu_ops.registry import TPU_KERNELS
+from tpuc.ir.core import kind_of
 from tpuc.kernels import conv as conv_lib
 from tpuc.kernels.exact import conv_chunks
 from tpuc.kernels.executor import Executor
 from tpuc.kernels.matmul import matmul_accumulator
-from tpuc.numerics import multiplier_rshift, shared_rshift_multipliers
 
 SI8 = IntegerType(8, Signedness.SIGNED)
 
@@ -558,7 +558,7 @@ def test_bad_attributes_raise_tpuc_errors():
 def test_matmul_float_result_dequantizes_the_accumulator(element):
     from xdsl.dialects.builtin import bf16, f16, f32
 
-    from tpuc.numerics import f64_to_bf16, f64_to_f16
+    from tpuc.base.numerics import f64_to_bf16, f64_to_f16
 
     out = {"f32": f32, "f16": f16, "bf16": bf16}[element]
     x = np.array([[3, -2], [127, -128]], np.float32)  # i8, zero point 0

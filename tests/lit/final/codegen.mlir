@@ -7,12 +7,12 @@
 // RUN: rm -rf %t && mkdir -p %t && cd %t
 // RUN: tpuc-opt %s -p 'finalize{disable_layer_group=true},codegen{output="m.bmodel" locations="m_tensor_location.json"}' | filecheck %s --check-prefix=IR
 // RUN: filecheck %s --check-prefix=LOC < m_tensor_location.json
-// RUN: %python -c "from tpuc.bmodel import load_bmodel_file; b = load_bmodel_file('m.bmodel'); p = b.nets[0].parameters[0]; print(b.chip, b.nets[0].name, [t.name for t in p.inputs], [t.name for t in p.outputs], len(p.coeff), [(g.bdc_num, g.gdma_num) for g in p.cmd_groups])" | filecheck %s --check-prefix=BMODEL
-// RUN: %python -c "import numpy as np; from tpuc.runtime import load_bmodel; out = load_bmodel('m.bmodel').run({'x': np.arange(-8, 8, dtype=np.float32).reshape(1, 16)}); print(out['r'].ravel().tolist())" | filecheck %s --check-prefix=SIM
+// RUN: %python -c "from tpuc.target.bmodel import load_bmodel_file; b = load_bmodel_file('m.bmodel'); p = b.nets[0].parameters[0]; print(b.chip, b.nets[0].name, [t.name for t in p.inputs], [t.name for t in p.outputs], len(p.coeff), [(g.bdc_num, g.gdma_num) for g in p.cmd_groups])" | filecheck %s --check-prefix=BMODEL
+// RUN: %python -c "import numpy as np; from tpuc.target.runtime import load_bmodel; out = load_bmodel('m.bmodel').run({'x': np.arange(-8, 8, dtype=np.float32).reshape(1, 16)}); print(out['r'].ravel().tolist())" | filecheck %s --check-prefix=SIM
 // RUN: not tpuc-opt %s -p codegen 2>&1 | filecheck %s --check-prefix=STATE
 // RUN: tpuc-opt %s -p 'finalize,codegen{output="g.bmodel"}' | filecheck %s --check-prefix=GROUP
-// RUN: %python -c "from tpuc.bmodel import load_bmodel_file; p = load_bmodel_file('g.bmodel').nets[0].parameters[0]; print([(g.bdc_num, g.gdma_num) for g in p.cmd_groups])" | filecheck %s --check-prefix=GROUP-CMDS
-// RUN: %python -c "import numpy as np; from tpuc.runtime import load_bmodel; out = load_bmodel('g.bmodel').run({'x': np.arange(-8, 8, dtype=np.float32).reshape(1, 16)}); print(out['r'].ravel().tolist())" | filecheck %s --check-prefix=SIM
+// RUN: %python -c "from tpuc.target.bmodel import load_bmodel_file; p = load_bmodel_file('g.bmodel').nets[0].parameters[0]; print([(g.bdc_num, g.gdma_num) for g in p.cmd_groups])" | filecheck %s --check-prefix=GROUP-CMDS
+// RUN: %python -c "import numpy as np; from tpuc.target.runtime import load_bmodel; out = load_bmodel('g.bmodel').run({'x': np.arange(-8, 8, dtype=np.float32).reshape(1, 16)}); print(out['r'].ravel().tolist())" | filecheck %s --check-prefix=SIM
 
 // IR:      module.state = "TPU_ADDRESSED"
 // IR:      "tpu.Mul"{{.*}}name = "m"{{.*}}subnet_id = 0 : i64

@@ -19,9 +19,9 @@ from xdsl.ir import Block, Region, SSAValue
 
 from tpuc.dialects import top
 from tpuc.dialects.base import TensorOp, shape_of, tensor_type
+from tpuc.ir.weights import WeightStore, attach_weights, live_weights, read_weight
 from tpuc.passes.canonicalize import CanonicalizePass, canonicalize
 from tpuc.passes.registry import get_pass
-from tpuc.weights import WeightStore, attach_weights, live_weights, read_weight
 
 # --- building graphs ------------------------------------------------------------
 

@@ -6,8 +6,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tpuc.frontends.onnx import convert_onnx
 from tpuc.interp.top_interpreter import run_top
+from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.passes.canonicalize import canonicalize
-from tpuc.weights import WeightStore, attach_weights
 
 
 def test_add_of_vector_after_matmul_becomes_its_bias(tmp_path):

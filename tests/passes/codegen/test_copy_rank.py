@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
-from tpuc.isa.records import MAX_RANK, contiguous_strides
 from tpuc.passes.codegen.commands import _fit_rank
+from tpuc.target.isa.records import MAX_RANK, contiguous_strides
 
 
 def _tile_view(dims, reps):

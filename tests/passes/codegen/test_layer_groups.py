@@ -16,15 +16,22 @@ from resblock import SHAPE as RESBLOCK_SHAPE
 from resblock import resblock_model
 from tiny_cnn import prepared, transform_and_calibrate  # noqa: F401
 
-from tpuc.bmodel import load_bmodel_file, write_bmodel
-from tpuc.errors import TpucError
-from tpuc.isa import engine as isa
-from tpuc.isa.records import ENGINE_GDMA, ENGINE_TIU, SPACE_LOCAL, Command, Header, split_commands
-from tpuc.module_io import load_module
+from tpuc.base.errors import TpucError
+from tpuc.ir.module_io import load_module
 from tpuc.passes.codegen.bmodel_builder import synced_phases
 from tpuc.passes.codegen.groups import group_plans
-from tpuc.runtime import load_bmodel
-from tpuc.runtime.engine import CopyStep, EngineStep
+from tpuc.target.bmodel import load_bmodel_file, write_bmodel
+from tpuc.target.isa import engine as isa
+from tpuc.target.isa.records import (
+    ENGINE_GDMA,
+    ENGINE_TIU,
+    SPACE_LOCAL,
+    Command,
+    Header,
+    split_commands,
+)
+from tpuc.target.runtime import load_bmodel
+from tpuc.target.runtime.engine import CopyStep, EngineStep
 from tpuc.tools import model_deploy
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from final_models import lowered
 
+from tpuc.base.module_state import state_of
 from tpuc.dialects.base import from_attr
-from tpuc.ir import main_function
-from tpuc.module_state import state_of
+from tpuc.ir.core import main_function
+from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.passes.layer_group.attach import CYCLES_ATTR, GROUPS_ATTR, OP_ATTR, clear
 from tpuc.passes.registry import get_pass
-from tpuc.pipeline import run_passes
-from tpuc.weights import WeightStore, attach_weights
+from tpuc.workflow.pipeline import run_passes
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,8 @@ import random
 import pytest
 from lg_chains import Q8, Chain
 
-from tpuc.chips import get_chip
-from tpuc.ir import main_function
-from tpuc.module_io import parse_module
+from tpuc.ir.core import main_function
+from tpuc.ir.module_io import parse_module
 from tpuc.passes.layer_group import group as group_module
 from tpuc.passes.layer_group import plan_module
 from tpuc.passes.layer_group.allocate import Buffer, allocate, place
@@ -20,6 +19,7 @@ from tpuc.passes.layer_group.layout import LocalLayout
 from tpuc.passes.layer_group.rules import reset_cache
 from tpuc.passes.layer_group.search import INVALID, Planner, base_groups, dynamic, greedy, layers
 from tpuc.passes.layer_group.slicing import Secs
+from tpuc.target.chips import get_chip
 
 CV = get_chip("cv183x")
 BM = get_chip("bm1684x")

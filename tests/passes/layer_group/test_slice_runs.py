@@ -1,13 +1,13 @@
 """The planner prices a slice's load or store by its row bursts, as the
-cycle model prices the GDMA command it becomes (tpuc.isa.units.runs)."""
+cycle model prices the GDMA command it becomes (tpuc.target.isa.units.runs)."""
 
 from __future__ import annotations
 
-from tpuc.chips import get_chip
-from tpuc.chips.timing import Direction
-from tpuc.isa.records import TensorRecord
-from tpuc.isa.units import runs
 from tpuc.passes.layer_group.cost import move, slice_runs
+from tpuc.target.chips import get_chip
+from tpuc.target.chips.timing import Direction
+from tpuc.target.isa.records import TensorRecord
+from tpuc.target.isa.units import runs
 
 WHOLE = (1, 64, 56, 56)
 

@@ -8,7 +8,7 @@ import random
 import pytest
 from lg_chains import Q8, Chain
 
-from tpuc.ir import main_function
+from tpuc.ir.core import main_function
 from tpuc.passes.layer_group.rules import dims, reset_cache, why_global
 from tpuc.passes.layer_group.rules_ops import transposed_range
 from tpuc.passes.layer_group.search import layers

@@ -177,8 +177,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def top_module(case: Case, folder: Path):
     """The TOP_F32 module and its weight store, as model_transform makes them."""
     from tpuc.frontends.onnx import convert_onnx
-    from tpuc.pipeline import transform
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.pipeline import transform
 
     path = folder / f"{case.name}.onnx"
     onnx.save(case.model, str(path))
@@ -193,7 +193,7 @@ def calibration_table(case: Case, module, store, folder: Path, first) -> Path:
     """A `max` calibration table over SAMPLES random .npz samples, `first`
     among them (so the checked input never saturates: the rules are under
     test here, not how well a few samples predict the range)."""
-    from tpuc.calibration.calibrate import Calibration, write_table
+    from tpuc.workflow.calibration.calibrate import Calibration, write_table
 
     data = folder / "data"
     data.mkdir()
@@ -217,9 +217,9 @@ def calibration_table(case: Case, module, store, folder: Path, first) -> Path:
 
 
 def run_int8(module, store, table: Path, chip: str, asymmetric: bool, feeds):
-    from tpuc.deploy import lower
     from tpuc.interp.tpu_interpreter import run_tpu
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.deploy import lower
 
     lowered = module.clone()
     own = WeightStore(dict(store))

@@ -1,4 +1,4 @@
-"""INT8 lowering of conv/matmul/pool/reduce/scale (tpuc/passes/lowering/int8_conv.py):
+"""INT8 lowering of conv/matmul/pool/reduce/scale (passes/lowering/int8_conv.py):
 tiny TOP_CALIBRATED modules with inline weights go through processor-assign and
 convert-top-to-tpu; the int8 filters, int32 biases, multipliers/rshifts and
 result types are checked against values computed by hand, on bm1684x (32-bit
@@ -12,11 +12,11 @@ import pytest
 from calibrated_net import Net
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, IntegerType, TensorType
 
-from tpuc.context import make_context
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.module_io import module_attr, parse_module
+from tpuc.ir.context import make_context
+from tpuc.ir.module_io import module_attr, parse_module
+from tpuc.ir.weights import weights_of
 from tpuc.passes.registry import get_pass
-from tpuc.weights import weights_of
 
 # --- building tiny calibrated modules as MLIR text -------------------------------------
 
@@ -105,7 +105,7 @@ def test_conv_multipliers_cv183x_are_8_bit():
 def test_conv_integer_arithmetic_matches_float():
     """The lowered parameters, run through ops.py's integer formula with plain
     numpy, reproduce the float conv within the quantization error."""
-    from tpuc.numerics import dequantize, quantize, requantize, saturate
+    from tpuc.base.numerics import dequantize, quantize, requantize, saturate
 
     low = conv1x1()
     conv = low.op("tpu.Conv2D")

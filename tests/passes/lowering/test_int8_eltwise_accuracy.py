@@ -50,10 +50,10 @@ def int8_outputs(tmp_path, onnx_path, samples, feeds, chip, asymmetric):
     """Transform, calibrate (max) on `samples`, lower to INT8, run `feeds`;
     also the set of op kinds of the lowered module."""
     interp = tpu_interp()
-    from tpuc.calibration.calibrate import Calibration, write_table
-    from tpuc.calibration.dataset import Sample
     from tpuc.frontends.onnx.converter import convert_onnx
-    from tpuc.weights import WeightStore, attach_weights
+    from tpuc.ir.weights import WeightStore, attach_weights
+    from tpuc.workflow.calibration.calibrate import Calibration, write_table
+    from tpuc.workflow.calibration.dataset import Sample
 
     module, weights = convert_onnx(onnx_path, "m")
     store = WeightStore(weights)

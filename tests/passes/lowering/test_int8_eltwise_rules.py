@@ -1,5 +1,5 @@
 """INT8 lowering of the elementwise, lookup-table and data-movement ops
-(tpuc/passes/lowering/int8_{eltwise,lut,data}.py) and the TPU cast patterns of
+(passes/lowering/int8_{eltwise,lut,data}.py) and the TPU cast patterns of
 canonicalize.
 
 Tiny TOP_CALIBRATED modules (MLIR text, inline weights) go through
@@ -15,13 +15,13 @@ import pytest
 from calibrated_net import Net
 from xdsl.dialects.builtin import Float32Type
 
+from tpuc.base.numerics import multiplier_rshift
+from tpuc.base.numerics import shared_rshift_multipliers as eltwise_multipliers
 from tpuc.dialects.quant import UniformQuantizedType
-from tpuc.module_io import parse_module
-from tpuc.numerics import multiplier_rshift
-from tpuc.numerics import shared_rshift_multipliers as eltwise_multipliers
+from tpuc.ir.module_io import parse_module
+from tpuc.ir.qparams import QuantParams
+from tpuc.ir.weights import weights_of
 from tpuc.passes.registry import get_pass
-from tpuc.qparams import QuantParams
-from tpuc.weights import weights_of
 
 # --- tiny calibrated modules ----------------------------------------------------------------
 

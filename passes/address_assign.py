@@ -1,0 +1,291 @@
+"""address-assign: global-memory addresses (TPU_DIVIDED -> TPU_ADDRESSED).
+
+Layout, from `chip.gmem_start` up:
+- the coefficient region: every weight of func @main in the order of its
+  first reader, each at a multiple of `chip.gmem_align`, no reuse; its size
+  is rounded up to 4 KiB;
+- the neuron region, at the next 4 KiB boundary: every activation (network
+  inputs and outputs included) at a multiple of `chip.neuron_align`, packed
+  by liveness (passes/liveness.py) with reuse. The allocator is greedy:
+  buffers by size, largest first (ties in graph order), each at the lowest
+  offset that overlaps no placed buffer whose live range meets its own.
+  Live ranges are inclusive, so an op's result never shares memory with an
+  operand it reads; reshape-family ops are in place (their result has their
+  input's address, and codegen emits nothing for them).
+
+Layer groups (the `lg` attributes of the layer-group pass): a tensor only
+read and written inside its group lives in local memory and gets no
+address; a group's inputs and outputs live across the whole group (its
+loop loads slices of every input and stores slices of every output
+throughout), so their live ranges span the group's first to last op.
+
+Each address is the result type's tensor encoding,
+`tensor<1x64xf32, 4294971392 : i64>` (`address_of` reads it); top.None has
+none. The function signature follows its returned types, and the module gets
+`module.coeff_addr/coeff_size/neuron_addr/neuron_size`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from tpuc.base.errors import TpucError
+from tpuc.dialects.quant import QuantizedType
+from tpuc.passes.liveness import Buffer, buffers, weight_order
+from tpuc.target.chips import Chip
+
+REGION_ALIGN = 4096
+"""Alignment of the coefficient and neuron regions and of coeff_size."""
+
+
+def align_up(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+# --- sizes and addresses of values -------------------------------------------------------
+
+
+def element_bytes(element: Attribute) -> int | None:
+    """Bytes per element: f32/i32 4, f16/bf16 2, i8/u8/quant i8/u8 1 …"""
+    if isinstance(element, QuantizedType):
+        return max(1, element.storage_width // 8)
+    if isinstance(element, IntegerType):
+        return max(1, element.width.data // 8)
+    if isinstance(element, Float16Type | BFloat16Type):
+        return 2
+    if isinstance(element, Float32Type):
+        return 4
+    if isinstance(element, Float64Type | IndexType):
+        return 8
+    return None
+
+
+def tensor_label(value: SSAValue) -> str:
+    """The tensor name of `value` for error messages."""
+    owner = value.owner
+    names = getattr(owner, "names", None)
+    if isinstance(owner, Operation) and names:
+        return f"tensor '{names[value.index]}' ({owner.name})"
+    return f"value #{value.index} of {getattr(owner, 'name', 'a block')}"
+
+
+def tensor_bytes(value: SSAValue) -> int:
+    """numel × element bytes of a statically shaped tensor value."""
+    t = value.type
+    if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+        raise TpucError(f"address-assign: {tensor_label(value)} has no static shape ({t})")
+    size = element_bytes(t.element_type)
+    if size is None:
+        raise TpucError(
+            f"address-assign: {tensor_label(value)} has element type {t.element_type} "
+            "of unknown size"
+        )
+    return math.prod(t.get_shape()) * size
+
+
+def address_of(value: SSAValue) -> int | None:
+    """The device address address-assign gave `value`, None if it has none."""
+    t = value.type
+    if isinstance(t, TensorType) and isinstance(t.encoding, IntegerAttr):
+        return t.encoding.value.data
+    return None
+
+
+def set_address(value: SSAValue, address: int) -> None:
+    """Write `address` as the encoding of `value`'s tensor type."""
+    from tpuc.passes.shape_infer import set_type
+
+    t = value.type
+    assert isinstance(t, TensorType)
+    set_type(value, TensorType(t.element_type, t.get_shape(), IntegerAttr(address, i64)))
+
+
+# --- the allocator -------------------------------------------------------------------------
+
+
+@dataclass
+class Placed:
+    buffer: Buffer
+    size: int
+    offset: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def lowest_offset(size: int, busy: Iterable[Placed], alignment: int) -> int:
+    """The lowest aligned offset where `size` bytes miss every busy range."""
+    offset = 0
+    for other in sorted(busy, key=lambda p: p.offset):
+        if offset + size <= other.offset:
+            break
+        offset = max(offset, align_up(other.end, alignment))
+    return offset
+
+
+def pack(found: list[Buffer], sizes: list[int], alignment: int) -> tuple[list[int], int]:
+    """Offsets of the buffers (greedy, see the module docstring) and the
+    extent of the region they use."""
+    items = [Placed(b, align_up(max(s, 1), alignment)) for b, s in zip(found, sizes, strict=True)]
+    order = sorted(range(len(items)), key=lambda i: (-items[i].size, items[i].buffer.start, i))
+    placed: list[Placed] = []
+    for i in order:
+        item = items[i]
+        busy = (p for p in placed if p.buffer.overlaps(item.buffer))
+        item.offset = lowest_offset(item.size, busy, alignment)
+        placed.append(item)
+    return [p.offset for p in items], max((p.end for p in items), default=0)
+
+
+# --- layer groups ------------------------------------------------------------------------
+
+
+def _group_of(op: Operation) -> int | None:
+    from tpuc.passes.layer_group.attach import OP_ATTR
+
+    found = op.attributes.get(OP_ATTR)
+    return None if found is None else found.data["group"].value.data  # type: ignore[union-attr]
+
+
+def group_internal(block) -> set[SSAValue]:
+    """Results of group ops read only inside their own group (not returned)."""
+    from tpuc.ir.core import body_ops
+
+    internal: set[SSAValue] = set()
+    for op in body_ops(block):
+        group = _group_of(op)
+        if group is None:
+            continue
+        for value in op.results:
+            users = [use.operation for use in value.uses]
+            if users and all(_group_of(u) == group for u in users):
+                internal.add(value)
+    return internal
+
+
+def widen_to_groups(block, active: list[Buffer]) -> None:
+    """Stretch the live range of every buffer a group reads or writes over
+    the group's whole span of ops."""
+    from tpuc.ir.core import body_ops
+
+    spans: dict[int, list[int]] = {}
+    touched: dict[SSAValue, set[int]] = {}
+    for i, op in enumerate(body_ops(block)):
+        group = _group_of(op)
+        if group is None:
+            continue
+        span = spans.setdefault(group, [i, i])
+        span[1] = i
+        for value in (*op.operands, *op.results):
+            touched.setdefault(value, set()).add(group)
+    for buffer in active:
+        groups = set().union(*(touched.get(v, set()) for v in buffer.values))
+        for group in groups:
+            buffer.start = min(buffer.start, spans[group][0])
+            buffer.end = max(buffer.end, spans[group][1])
+
+
+# --- the layout ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    coeff_addr: int
+    coeff_size: int
+    neuron_addr: int
+    neuron_size: int
+
+
+def assign_weights(weights: list[SSAValue], start: int, alignment: int) -> int:
+    """Consecutive aligned addresses from `start`; the bytes used."""
+    offset = 0
+    for value in weights:
+        offset = align_up(offset, alignment)
+        set_address(value, start + offset)
+        offset += tensor_bytes(value)
+    return offset
+
+
+def assign(block, chip: Chip) -> Layout:
+    """Address every weight and activation of `block` (a function body)."""
+    coeff_addr = chip.gmem_start
+    coeff_size = align_up(
+        assign_weights(weight_order(block), coeff_addr, chip.gmem_align), REGION_ALIGN
+    )
+    neuron_addr = align_up(coeff_addr + coeff_size, REGION_ALIGN)
+    found = buffers(block)
+    internal = group_internal(block)
+    active = [b for b in found if not b.constant and b.root not in internal]
+    widen_to_groups(block, active)
+    sizes = [max(tensor_bytes(v) for v in b.values) for b in active]
+    offsets, neuron_size = pack(active, sizes, chip.neuron_align)
+    for buffer, offset in zip(active, offsets, strict=True):
+        for value in buffer.values:
+            set_address(value, neuron_addr + offset)
+    for buffer in found:
+        if buffer.constant:
+            for value in buffer.values[1:]:
+                set_address(value, address_of(buffer.root))  # type: ignore[arg-type]
+    end = neuron_addr + neuron_size
+    if end > chip.gmem_start + chip.gmem_bytes:
+        raise TpucError(
+            f"address-assign: the model needs {end - chip.gmem_start} bytes of global memory, "
+            f"{chip.name} has {chip.gmem_bytes}"
+        )
+    return Layout(coeff_addr, coeff_size, neuron_addr, neuron_size)
+
+
+@dataclass(frozen=True)
+class AddressAssignPass(ModulePass):
+    """Address weights and activations of func @main; `chip` defaults to
+    module.chip."""
+
+    name = "address-assign"
+
+    chip: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from tpuc.base.module_state import ModuleState, advance_state, require_state
+        from tpuc.ir.core import main_function
+        from tpuc.ir.module_io import set_module_attr
+        from tpuc.passes.finalize import module_chip
+
+        require_state(op, self.name, ModuleState.TPU_DIVIDED)
+        chip = module_chip(op, self.name, self.chip)
+        main = main_function(op)
+        layout = assign(main.body.block, chip)
+        main.update_function_type()
+        for key, value in asdict(layout).items():
+            set_module_attr(op, key, value)
+        advance_state(op, ModuleState.TPU_ADDRESSED)
+
+
+__all__ = [
+    "AddressAssignPass",
+    "Layout",
+    "address_of",
+    "align_up",
+    "assign",
+    "element_bytes",
+    "pack",
+    "tensor_bytes",
+]

@@ -1,0 +1,599 @@
+"""Engine-level commands: opcodes named for what a hardware unit does, each
+with a typed, fixed-layout parameter block (docs/isa.md "Engine-level
+commands").
+
+A command keeps the common layout (header record, one tensor record per
+operand and result); its parameter area is the opcode's block, one
+`struct` layout per opcode, zero-padded to whole records. One table
+(`BLOCKS`) drives encoding and decoding, and the requant epilogue is the
+same sub-block (`REQUANT`) in every block that has one. Nothing here knows
+IR or kernels: codegen fills the blocks from ops, the simulator
+(`tpuc.target.runtime.engine`) turns them into the kernel library's records.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+from tpuc.target.isa.records import RECORD_BYTES
+
+# --- opcodes (append only, never renumber) ----------------------------------------------
+
+TIU_CONV = 0x200  # convolution: normal, depthwise, transposed
+TIU_MATMUL = 0x201  # matrix multiply (+ bias) with requant
+TIU_ARITH = 0x202  # elementwise add/sub/mul with per-input multipliers + requant
+TIU_POOL = 0x203  # window pooling (avg)
+TIU_REDUCE = 0x204  # sum over axes (ReduceSum / ReduceMean), max / min of stored values
+TIU_LUT = 0x205  # table lookup on stored integers
+TIU_CVT = 0x206  # conversion: requant of one tensor into a (window of a) result
+TIU_SFU = 0x207  # float unary functions and activations (function code = the Unary kind)
+TIU_FARITH = 0x208  # float elementwise arithmetic: add/sub/mul/max/min/div/pow, const forms
+TIU_NORM = 0x209  # float normalizations over axes: softmax, layer/instance/group/batch norm, LRN
+TIU_ARG = 0x20C  # index of the max / min along one axis (ArgMax, ArgMin)
+TIU_RESIZE = 0x20A  # resize (ONNX Resize): nearest / linear / cubic taps per resized axis
+TIU_RNN = 0x20B  # a whole LSTM / GRU sequence: matmuls on the cube, gates on arith / SFU
+
+GDMA_MOVE = 0x400  # global -> global strided copy (the former GDMA_COPY, same number)
+GDMA_LOAD = 0x401  # global -> local
+GDMA_STORE = 0x402  # local -> global
+GDMA_L2L = 0x403  # local -> local
+GDMA_FILL = 0x404  # every destination element := one constant
+GDMA_GATHER = 0x405  # destination := source rows picked along one axis by an index tensor
+
+CPU_TOPK = 0x600  # host function: TopK (0x600-0x60F: CPU functions, TPU-MLIR's cpu layers)
+
+ENGINE_OPCODES: dict[str, int] = {
+    "TIU_CONV": TIU_CONV,
+    "TIU_MATMUL": TIU_MATMUL,
+    "TIU_ARITH": TIU_ARITH,
+    "TIU_POOL": TIU_POOL,
+    "TIU_REDUCE": TIU_REDUCE,
+    "TIU_LUT": TIU_LUT,
+    "TIU_CVT": TIU_CVT,
+    "TIU_SFU": TIU_SFU,
+    "TIU_FARITH": TIU_FARITH,
+    "TIU_NORM": TIU_NORM,
+    "TIU_ARG": TIU_ARG,
+    "TIU_RESIZE": TIU_RESIZE,
+    "TIU_RNN": TIU_RNN,
+    "GDMA_MOVE": GDMA_MOVE,
+    "GDMA_LOAD": GDMA_LOAD,
+    "GDMA_STORE": GDMA_STORE,
+    "GDMA_L2L": GDMA_L2L,
+    "GDMA_FILL": GDMA_FILL,
+    "GDMA_GATHER": GDMA_GATHER,
+    "CPU_TOPK": CPU_TOPK,
+}
+ENGINE_NAMES: dict[int, str] = {code: name for name, code in ENGINE_OPCODES.items()}
+TIU_ENGINE_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("TIU_"))
+GDMA_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("GDMA_"))
+CPU_OPCODES = frozenset(c for n, c in ENGINE_OPCODES.items() if n.startswith("CPU_"))
+"""Host functions of CPU subnets (header engine ENGINE_CPU; 0x600-0x60F reserved)."""
+
+# --- enumerations inside blocks -----------------------------------------------------------
+
+CONV_NORMAL, CONV_DEPTHWISE, CONV_TRANSPOSED = 0, 1, 2
+ARITH_ADD, ARITH_SUB, ARITH_MUL = 0, 1, 2
+ARITH_OPS = {ARITH_ADD: "add", ARITH_SUB: "sub", ARITH_MUL: "mul"}
+FARITH_OPS = (
+    "Add", "Sub", "Mul", "Max", "Min", "Div", "Pow", "Scale", "Where", "PRelu",
+    "Equal", "NotEqual", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor",
+)  # fmt: skip
+"""TIU_FARITH op codes (index = code; append only)."""
+FARITH_TENSORS, FARITH_CONST, FARITH_CONST_REVERSED = 0, 1, 2
+POOL_AVG, POOL_MAX = 0, 1
+CVT_REQUANT, CVT_CAST, CVT_RESCALE = 0, 1, 2
+CAST_TO = (
+    "", "F32", "F16", "BF16", "BOOL", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32",
+    "INT64", "UINT64",
+)  # fmt: skip
+"""TIU_CVT cast `to` codes (index = code; "" : none): TOP Cast's conversion target."""
+NORM_FUNCTIONS = ("Softmax", "LayerNorm", "InstanceNorm", "GroupNorm", "BatchNorm", "LRN")
+"""TIU_NORM function codes (index = code; append only)."""
+REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN = 0, 1, 2, 3
+REDUCE_FUNCTIONS = (
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum",
+)  # fmt: skip
+"""TIU_REDUCE mode codes of a float command (`kind` 0; index = code, append only):
+`tpuc.kernels.reduce.REDUCE` names. Integer commands use modes 0-3 only."""
+SFU_FUNCTIONS = (
+    "Exp", "Log", "Sigmoid", "Tanh", "Rsqrt", "Reciprocal",  # the first six: the original codes
+    "Relu", "LeakyRelu", "GELU", "HardSigmoid", "Elu", "Pow", "Clip", "Not",
+    "SiLU", "HardSwish", "Mish", "Softplus", "Sqrt", "Erf", "Abs", "Floor", "Ceil", "Round",
+    "Sin", "Cos", "Sign",
+)  # fmt: skip
+"""TIU_SFU function codes (index = code; append only): `tpuc.kernels.activation` kinds."""
+SFU_OPTIONS = ("", "log", "tanh", "normal")
+"""TIU_SFU option codes (index = code): the `Unary.option` strings."""
+ARG_MODES = ("ArgMax", "ArgMin")
+"""TIU_ARG mode codes (index = code): `tpuc.kernels.reduce.Arg` modes."""
+ROUND_MODES = ("HalfAwayFromZero", "HalfUp", "HalfToEven", "Down", "DoubleRound")
+"""Requant round mode codes (index = code); tpuc.base.numerics.ROUND_MODES' names."""
+RESIZE_MODES = ("nearest", "linear", "cubic")
+"""TIU_RESIZE mode codes (index = code; append only): `Interp.mode`."""
+RESIZE_COORD_MODES = (
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+    "half_pixel_symmetric",
+)  # fmt: skip
+"""TIU_RESIZE coordinate transformation codes (append only): `Interp.coord_mode`."""
+RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+"""TIU_RESIZE nearest rounding codes (append only): `Interp.nearest_mode`."""
+RNN_LSTM, RNN_GRU = 0, 1
+RNN_BIAS, RNN_INITIAL_H, RNN_INITIAL_C = 1, 2, 4
+"""TIU_RNN `present` bits: which optional operands (3, 4, 5) the command carries."""
+
+MAX_SPATIAL = 3  # conv / pool spatial axes
+MAX_INPUTS = 4  # ARITH inputs
+MAX_AXES = 8  # REDUCE axes
+MAX_RESIZE_AXES = 8  # RESIZE target dims
+MAX_FARITH_INPUTS = 255  # FARITH inputs (its n_inputs byte; only `coeff` has MAX_INPUTS slots)
+
+
+class BlockError(ValueError):
+    """A parameter block that does not fit its opcode."""
+
+
+# --- the requant sub-block ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequantBlock:
+    """requant(acc, multiplier, rshift) + Z_out, ReLU, saturation. With
+    `per_channel` the multipliers and rshifts are the command's tensor
+    operands (i32, one per channel of `axis`) and the two scalars are unused."""
+
+    multiplier: int = 1
+    rshift: int = 0
+    round_mode: int = 0  # index into ROUND_MODES
+    relu: int = 0  # 0 off, 1 on
+    axis: int = 1
+    per_channel: int = 0
+    relu_limit: float = math.nan  # NaN: no limit
+
+
+REQUANT = struct.Struct("<iiBBbB4xd")  # 24 bytes
+REQUANT_FIELDS = ("multiplier", "rshift", "round_mode", "relu", "axis", "per_channel", "relu_limit")
+
+
+def _pack_requant(r: RequantBlock) -> tuple:
+    return tuple(getattr(r, f) for f in REQUANT_FIELDS)
+
+
+# --- per-opcode blocks ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvBlock:
+    mode: int  # CONV_*
+    n_spatial: int
+    group: int
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pad_begins: tuple[int, ...]
+    pad_ends: tuple[int, ...]
+    output_padding: tuple[int, ...]  # transposed only (may be empty)
+    n_output_padding: int
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class MatMulBlock:
+    right_transpose: int
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class ArithBlock:
+    op: int  # ARITH_*
+    n_inputs: int
+    multipliers: tuple[int, ...]  # per input (add/sub); unused by mul
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class PoolBlock:
+    mode: int  # POOL_*
+    ceil_mode: int
+    n_kernel: int
+    n_strides: int
+    n_pads: int
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begins then ends
+    requant: RequantBlock
+    count_include_pad: int = 0  # float avg: the padding counts in the divisor
+
+
+@dataclass(frozen=True)
+class ReduceBlock:
+    mode: int  # REDUCE_*
+    keepdims: int
+    n_axes: int
+    axes: tuple[int, ...]
+    requant: RequantBlock
+
+
+@dataclass(frozen=True)
+class LutBlock:
+    """out = table[q − qmin_in] (operand 1: the table, [n] or one row per
+    channel of axis 1, [C, n]); `per_channel` says which."""
+
+    per_channel: int
+
+
+@dataclass(frozen=True)
+class CvtBlock:
+    """mode CVT_REQUANT / CVT_RESCALE: out = saturate(ReLU(requant(in − Z_in) + Z_out))
+    into the result (a plain copy when multiplier 1, rshift 0 and Z_in =
+    Z_out). mode CVT_CAST: the result's element from the input's through
+    the real value (`to`: a CAST_TO conversion first), rounded by the
+    requant sub-block's round mode."""
+
+    requant: RequantBlock
+    mode: int = CVT_REQUANT
+    to: int = 0  # index into CAST_TO; CVT_RESCALE: 1 per-channel op (RequantIntAxis, DequantInt)
+
+
+@dataclass(frozen=True)
+class NormBlock:
+    """A float normalization (NORM_FUNCTIONS[function]) over `axis`, then
+    rounding to the result type; unused fields 0."""
+
+    function: int
+    flags: int  # bit 0: Softmax log / BatchNorm fused ReLU
+    axis: int
+    count: int  # GroupNorm groups, LRN size
+    eps: float  # eps; LRN alpha
+    beta: float  # LRN beta
+    bias: float  # LRN bias
+    relu_limit: float  # BatchNorm fused ReLU limit; NaN: none
+
+
+@dataclass(frozen=True)
+class SfuBlock:
+    """out = round(f(in)) in float32, rounded to the result's float type.
+    `alpha`/`beta` NaN: the parameter is unset (None in `Unary`)."""
+
+    function: int  # index into SFU_FUNCTIONS
+    alpha: float
+    beta: float
+    option: int = 0  # index into SFU_OPTIONS
+
+
+@dataclass(frozen=True)
+class FarithBlock:
+    """Float elementwise arithmetic (float32, then rounding to the result
+    type): the inputs folded left to right by `op` (Add: input i scaled by
+    coeff[i] when any is not 1), or, in a const form, input `op` const_val
+    (reversed: const_val `op` input). `relu_limit` NaN: no limit."""
+
+    op: int  # index into FARITH_OPS
+    n_inputs: int
+    n_coeff: int
+    form: int  # FARITH_TENSORS / FARITH_CONST / FARITH_CONST_REVERSED
+    relu: int
+    coeff: tuple[float, ...]
+    const_val: float
+    relu_limit: float
+
+
+@dataclass(frozen=True)
+class ArgBlock:
+    """The index (float32) of the max (ArgMax) or min (ArgMin) along `axis`;
+    ties: the first index, or the last with `select_last_index`."""
+
+    mode: int  # index into ARG_MODES
+    keepdims: int
+    select_last_index: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class FillBlock:
+    """Every destination element := `value` (float32; a float command then
+    rounds it to the destination's float type; an integer destination holds
+    it as its stored integer)."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class GatherBlock:
+    """dst = take(src, indices, axis): the indices are float-valued integers,
+    negative ones count from the end of the axis."""
+
+    axis: int
+
+
+@dataclass(frozen=True)
+class ResizeBlock:
+    """ONNX Resize of the trailing `n_target` dims to `target_shape`
+    (`tpuc.kernels.resize.Interp`); `scales` (when `n_scales`) are the
+    model's factors for those dims. `cubic_coeff_a` NaN: unset (None)."""
+
+    mode: int  # index into RESIZE_MODES
+    coord_mode: int  # index into RESIZE_COORD_MODES
+    nearest_mode: int  # index into RESIZE_NEAREST_MODES
+    exclude_outside: int
+    n_target: int
+    n_scales: int
+    cubic_coeff_a: float
+    target_shape: tuple[int, ...]
+    scales: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RnnBlock:
+    """A whole LSTM / GRU sequence (`tpuc.kernels.rnn.Recurrent`):
+    operands x, W, R, then B, initial h (and c) as `present` says."""
+
+    cell: int  # RNN_LSTM / RNN_GRU
+    directions: int  # 1 forward, 2 bidirectional
+    batch_first: int
+    linear_before_reset: int  # GRU only
+    present: int  # RNN_BIAS | RNN_INITIAL_H | RNN_INITIAL_C
+    hidden: int  # 0: from R's shape
+
+
+@dataclass(frozen=True)
+class TopkBlock:
+    """CPU TopK along `axis` (`tpuc.kernels.reduce.TopK`): values, then
+    indices as float32; `sorted` is carried (values always come sorted)."""
+
+    axis: int
+    k: int
+    largest: int
+    sorted: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One opcode's block: its struct, its record class, how fields map
+    to struct items (a name, or (name, count) for a fixed-size array)."""
+
+    fmt: struct.Struct
+    cls: type
+    items: tuple  # field names / (name, count) before the requant sub-block
+    requant: bool
+
+    @property
+    def size(self) -> int:
+        return self.fmt.size + (REQUANT.size if self.requant else 0)
+
+    @property
+    def records(self) -> int:
+        return -(-self.size // RECORD_BYTES)
+
+
+S = MAX_SPATIAL
+BLOCKS: dict[int, Layout] = {
+    TIU_CONV: Layout(
+        struct.Struct(f"<BBBxI{S}I{S}I{S}I{S}I{S}I{S}I"),
+        ConvBlock,
+        (
+            "mode",
+            "n_spatial",
+            "n_output_padding",
+            "group",
+            ("kernel", S),
+            ("strides", S),
+            ("dilations", S),
+            ("pad_begins", S),
+            ("pad_ends", S),
+            ("output_padding", S),
+        ),
+        True,
+    ),
+    TIU_MATMUL: Layout(struct.Struct("<B7x"), MatMulBlock, ("right_transpose",), True),
+    TIU_ARITH: Layout(
+        struct.Struct(f"<BB2x{MAX_INPUTS}i"),
+        ArithBlock,
+        ("op", "n_inputs", ("multipliers", MAX_INPUTS)),
+        True,
+    ),
+    TIU_POOL: Layout(
+        struct.Struct(f"<BBBBBB2x{S}I{S}I{2 * S}I"),
+        PoolBlock,
+        (
+            "mode",
+            "ceil_mode",
+            "n_kernel",
+            "n_strides",
+            "n_pads",
+            "count_include_pad",
+            ("kernel", S),
+            ("strides", S),
+            ("pads", 2 * S),
+        ),
+        True,
+    ),
+    TIU_REDUCE: Layout(
+        struct.Struct(f"<BBB5x{MAX_AXES}b"),
+        ReduceBlock,
+        ("mode", "keepdims", "n_axes", ("axes", MAX_AXES)),
+        True,
+    ),
+    TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
+    TIU_CVT: Layout(struct.Struct("<BB6x"), CvtBlock, ("mode", "to"), True),
+    TIU_SFU: Layout(
+        struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
+    ),
+    TIU_FARITH: Layout(
+        struct.Struct(f"<BBBBB3x{MAX_INPUTS}ddd"),
+        FarithBlock,
+        (
+            "op",
+            "n_inputs",
+            "n_coeff",
+            "form",
+            "relu",
+            ("coeff", MAX_INPUTS),
+            "const_val",
+            "relu_limit",
+        ),
+        False,
+    ),
+    TIU_NORM: Layout(
+        struct.Struct("<BB2xii4xdddd"),
+        NormBlock,
+        ("function", "flags", "axis", "count", "eps", "beta", "bias", "relu_limit"),
+        False,
+    ),
+    TIU_ARG: Layout(
+        struct.Struct("<BBBxi"), ArgBlock, ("mode", "keepdims", "select_last_index", "axis"), False
+    ),
+    GDMA_FILL: Layout(struct.Struct("<d"), FillBlock, ("value",), False),
+    GDMA_GATHER: Layout(struct.Struct("<i4x"), GatherBlock, ("axis",), False),
+    TIU_RESIZE: Layout(
+        struct.Struct(f"<BBBBBB2xd{MAX_RESIZE_AXES}I{MAX_RESIZE_AXES}d"),
+        ResizeBlock,
+        (
+            "mode",
+            "coord_mode",
+            "nearest_mode",
+            "exclude_outside",
+            "n_target",
+            "n_scales",
+            "cubic_coeff_a",
+            ("target_shape", MAX_RESIZE_AXES),
+            ("scales", MAX_RESIZE_AXES),
+        ),
+        False,
+    ),
+    TIU_RNN: Layout(
+        struct.Struct("<BBBBB3xI4x"),
+        RnnBlock,
+        ("cell", "directions", "batch_first", "linear_before_reset", "present", "hidden"),
+        False,
+    ),
+    CPU_TOPK: Layout(
+        struct.Struct("<iIBB6x"), TopkBlock, ("axis", "k", "largest", "sorted"), False
+    ),
+}
+"""opcode -> its parameter block (GDMA_MOVE, LOAD, STORE and L2L have none)."""
+
+COUNTS = {
+    ("kernel", ConvBlock): "n_spatial",
+    ("strides", ConvBlock): "n_spatial",
+    ("dilations", ConvBlock): "n_spatial",
+    ("pad_begins", ConvBlock): "n_spatial",
+    ("pad_ends", ConvBlock): "n_spatial",
+    ("output_padding", ConvBlock): "n_output_padding",
+    ("multipliers", ArithBlock): "n_inputs",
+    ("kernel", PoolBlock): "n_kernel",
+    ("strides", PoolBlock): "n_strides",
+    ("pads", PoolBlock): "n_pads",
+    ("axes", ReduceBlock): "n_axes",
+    ("coeff", FarithBlock): "n_coeff",
+    ("target_shape", ResizeBlock): "n_target",
+    ("scales", ResizeBlock): "n_scales",
+}
+"""Array field -> the field holding how many of its slots are used (the rest are 0)."""
+
+
+def block_size(opcode: int) -> int:
+    """Bytes of the opcode's block before padding (0: no block)."""
+    layout = BLOCKS.get(opcode)
+    return layout.size if layout else 0
+
+
+def block_records(opcode: int) -> int:
+    layout = BLOCKS.get(opcode)
+    return layout.records if layout else 0
+
+
+def encode_block(opcode: int, block) -> bytes:
+    """The opcode's parameter area: its block, zero-padded to whole records."""
+    layout = BLOCKS[opcode]
+    if not isinstance(block, layout.cls):
+        raise BlockError(f"opcode {opcode:#x} takes a {layout.cls.__name__}")
+    values: list = []
+    for item in layout.items:
+        if isinstance(item, tuple):
+            name, count = item
+            array = tuple(getattr(block, name))
+            if len(array) > count:
+                raise BlockError(f"{name} has {len(array)} values, the block holds {count}")
+            values += [*array, *[0] * (count - len(array))]
+        else:
+            values.append(getattr(block, item))
+    try:
+        data = layout.fmt.pack(*values)
+        if layout.requant:
+            data += REQUANT.pack(*_pack_requant(block.requant))
+    except struct.error as exc:
+        raise BlockError(f"opcode {opcode:#x}: {exc}") from None
+    return data + bytes(layout.records * RECORD_BYTES - len(data))
+
+
+def decode_block(opcode: int, params: bytes):
+    """The opcode's block from its parameter area (BlockError: wrong size,
+    a count past its array, or an opcode without one)."""
+    layout = BLOCKS.get(opcode)
+    if layout is None:
+        raise BlockError(f"opcode {opcode:#x} has no parameter block")
+    expected = layout.records * RECORD_BYTES
+    if len(params) != expected:
+        raise BlockError(
+            f"parameter block of {len(params)} bytes, {ENGINE_NAMES[opcode]} takes {expected}"
+        )
+    raw = layout.fmt.unpack_from(params, 0)
+    fields, pos, arrays = {}, 0, {}
+    for item in layout.items:
+        if isinstance(item, tuple):
+            name, count = item
+            arrays[name] = raw[pos : pos + count]
+            pos += count
+        else:
+            fields[item] = raw[pos]
+            pos += 1
+    for name, values in arrays.items():
+        used = fields[COUNTS[name, layout.cls]]
+        if used > len(values):
+            raise BlockError(f"{name} count {used} exceeds the block's {len(values)}")
+        fields[name] = tuple(values[:used])
+    if layout.requant:
+        fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
+        if fields["requant"].round_mode >= len(ROUND_MODES):
+            raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
+    if layout.cls is FarithBlock and (
+        fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
+    ):
+        raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
+    if layout.cls is CvtBlock and (fields["mode"] > CVT_RESCALE or fields["to"] >= len(CAST_TO)):
+        raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
+    if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
+        raise BlockError(f"unknown NORM function code {fields['function']}")
+    if layout.cls is ArgBlock and fields["mode"] >= len(ARG_MODES):
+        raise BlockError(f"unknown ARG mode {fields['mode']}")
+    if layout.cls is SfuBlock:
+        if fields["function"] >= len(SFU_FUNCTIONS):
+            raise BlockError(f"unknown SFU function code {fields['function']}")
+        if fields["option"] >= len(SFU_OPTIONS):
+            raise BlockError(f"unknown SFU option code {fields['option']}")
+    _check_codes(layout.cls, fields)
+    return layout.cls(**fields)
+
+
+def _check_codes(cls: type, fields: dict) -> None:
+    """Enumeration fields of the later blocks against their tables."""
+    if cls is ResizeBlock and (
+        fields["mode"] >= len(RESIZE_MODES)
+        or fields["coord_mode"] >= len(RESIZE_COORD_MODES)
+        or fields["nearest_mode"] >= len(RESIZE_NEAREST_MODES)
+    ):
+        modes = (fields["mode"], fields["coord_mode"], fields["nearest_mode"])
+        raise BlockError(f"unknown RESIZE mode, coordinate or nearest code {modes}")
+    if cls is RnnBlock and (
+        fields["cell"] > RNN_GRU
+        or fields["directions"] not in (1, 2)
+        or fields["present"] > RNN_BIAS | RNN_INITIAL_H | RNN_INITIAL_C
+    ):
+        raise BlockError(
+            f"unknown RNN cell {fields['cell']}, {fields['directions']} directions "
+            f"or present bits {fields['present']:#x}"
+        )
