@@ -219,13 +219,13 @@ def measure(case: Case, original: Path, deployed: Path, table: Path, tests: list
     """FP32 (onnxruntime) vs INT8 with model_deploy's default automatic mix."""
     import onnxruntime as ort
 
-    from tpuc.workflow.auto_mix import auto_float_layers
-    from tpuc.workflow.deploy import lower
     from tpuc.interp.top_interpreter import TopInterpreter
     from tpuc.interp.tpu_interpreter import TpuInterpreter
     from tpuc.ir.module_io import load_module
     from tpuc.ir.qtable import format_qtable
     from tpuc.ir.weights import attach_weights, weights_of
+    from tpuc.workflow.auto_mix import auto_float_layers
+    from tpuc.workflow.deploy import lower
 
     module, store = load_module(deployed)
     auto = {x.name: x.mode for x in auto_float_layers(module, table, "bm1684x")}

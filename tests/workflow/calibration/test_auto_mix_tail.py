@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from tpuc.base.cali_table import CaliEntry, CaliTable, format_table
+from tpuc.frontends.onnx import convert_onnx
+from tpuc.ir.flops import module_flops
 from tpuc.workflow import auto_mix
 from tpuc.workflow.auto_mix import auto_float_layers, output_tail
-from tpuc.base.cali_table import CaliEntry, CaliTable, format_table
-from tpuc.ir.flops import module_flops
-from tpuc.frontends.onnx import convert_onnx
 
 RNG = np.random.default_rng(7)
 

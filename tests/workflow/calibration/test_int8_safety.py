@@ -277,8 +277,8 @@ def test_a_technique_keeps_the_lossy_lines():
     the table the plan made: its lossy tensors must be the ones plain
     calibration finds, or model_deploy.py's automatic mix silently stops
     (YOLOv8n with --we: output cosine 0.999 -> 0.790)."""
-    from tpuc.workflow.calibration.techniques import Plan, run_plan
     from tpuc.ir.weights import WeightStore
+    from tpuc.workflow.calibration.techniques import Plan, run_plan
 
     nodes = [helper.make_node("Concat", ["boxes", "scores"], ["out"], axis=0)]
     inputs = [

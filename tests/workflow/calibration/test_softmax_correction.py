@@ -9,13 +9,13 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from tpuc.workflow.calibration.calibrate import Calibration
-from tpuc.workflow.calibration.softmax_correction import find_sites, head_scale
-from tpuc.workflow.calibration.techniques import TECHNIQUES
 from tpuc.dialects import top
 from tpuc.frontends.onnx import convert_onnx
 from tpuc.interp.top_interpreter import TopInterpreter
 from tpuc.ir.weights import WeightStore, attach_weights
+from tpuc.workflow.calibration.calibrate import Calibration
+from tpuc.workflow.calibration.softmax_correction import find_sites, head_scale
+from tpuc.workflow.calibration.techniques import TECHNIQUES
 
 HEADS, SEQ, DIM = 2, 6, 4
 RNG = np.random.default_rng(3)
