@@ -3,7 +3,7 @@
 interpreter), with and without each calibration technique, in one table.
 
     python regression/int8_techniques.py OUT_DIR [--models bert,gpt2,...]
-        [--variants plain,we,bc,sq,smc,adaround,search] [--remeasure]
+        [--variants plain,we,bc,sq,smc,adaround,search] [--remeasure] [--report]
 
 Each model × variant runs run_calibration.py as a user would (plain: no
 flag; we/bc/sq/smc/adaround: that flag, deploying the module it writes;
@@ -294,8 +294,10 @@ def worker(out: Path, model: str, variant: str) -> None:
 # --- driver --------------------------------------------------------------------------------
 
 
-def run(out: Path, model: str, variant: str, again: bool) -> dict | None:
+def run(out: Path, model: str, variant: str, again: bool, report: bool = False) -> dict | None:
     path = out / f"{model}_{variant}.json"
+    if report and not path.exists():
+        return {}
     if again or not path.exists():
         cmd = [sys.executable, __file__, str(out), "--worker", model, variant]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -311,6 +313,8 @@ def cell(case: Case, r: dict | None) -> str:
     """min output cos / the model's own measure / layers in F16."""
     if r is None:
         return "failed"
+    if not r:
+        return "not run"
     parts = [f"{min(r['cos']):.4f}"]
     if case.metric == "attention":
         parts.append(f"row {min(w for w, _ in r['rows']):.4f}, {sum(u for _, u in r['rows'])} unif")
@@ -328,6 +332,7 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(CASES))
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--remeasure", action="store_true", help="run every cell again")
+    parser.add_argument("--report", action="store_true", help="print the cells measured so far")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -338,7 +343,8 @@ def main() -> int:
     print("| model | " + " | ".join(variants) + " |")
     print("|---|" + "---|" * len(variants))
     for model in args.models.split(","):
-        cells = [cell(CASES[model], run(args.out, model, v, args.remeasure)) for v in variants]
+        found = [run(args.out, model, v, args.remeasure, args.report) for v in variants]
+        cells = [cell(CASES[model], r) for r in found]
         print(f"| {model} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
