@@ -50,7 +50,8 @@ EPILOG = (
     "--we cross-layer weight equalization, --bc bias "
     "correction, --adaround learned weight rounding; they write the changed module to "
     "--output_mlir (default: <mlir name>_<techniques>.mlir next to the table), which "
-    "model_deploy.py must be given with the table."
+    "model_deploy.py must be given with the table. None of them runs by default: measured on "
+    "real models (regression/int8_techniques.py), none gains on most."
 )
 SEARCH_MODES = ("search_threshold", "search_qtable", "fast_search", "mix_search", "False")
 QTABLE_SEARCHES = ("search_qtable", "fast_search", "mix_search")
