@@ -2,7 +2,7 @@
 
     run_calibration.py name.mlir --dataset DIR | --data_list FILE [--input_num N]
         [--cali_method kl] [--histogram_bin_num 2048] [--tune_num 10 | --tune_list FILE]
-        [--sq] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
+        [--sq] [--smc] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
         [--search search_threshold|search_qtable|fast_search|mix_search
          [--quantize_table name_qtable] [--expected_cos 0.99] [--min_layer_cos 0.99]]
         -o name_cali_table
@@ -14,7 +14,8 @@ threshold per tensor with `--cali_method`, auto-tunes the thresholds on the
 first `--tune_num` samples, applies the per-op range rules and writes the
 table in TPU-MLIR's format.
 
-The techniques (--sq, --we, --bc, --adaround) change the module's weights:
+The techniques (--sq, --smc, --we, --bc, --adaround) change the module's
+weights (--smc also inserts a Mul before and after each attention MatMul):
 TPU-MLIR rewrites the module's weight file in place; tpuc never overwrites
 an input, so it writes the changed module and its weights next to the
 table (`--output_mlir`), and that module is what model_deploy.py takes
@@ -45,10 +46,12 @@ EPILOG = (
     "model_transform.py), .npy (one input) or .npz (keyed by input name; one file per sample "
     "for several inputs). Set SOURCE_DATE_EPOCH to record a generation time; without it two "
     "runs write identical bytes. Techniques (docs/tools.md, 'Calibration techniques'): "
-    "--sq SmoothQuant (LayerNorm -> MatMul), --we cross-layer weight equalization, --bc bias "
+    "--sq SmoothQuant (LayerNorm -> MatMul), --smc softmax correction (Softmax -> MatMul), "
+    "--we cross-layer weight equalization, --bc bias "
     "correction, --adaround learned weight rounding; they write the changed module to "
     "--output_mlir (default: <mlir name>_<techniques>.mlir next to the table), which "
-    "model_deploy.py must be given with the table."
+    "model_deploy.py must be given with the table. None of them runs by default: measured on "
+    "real models (regression/int8_techniques.py), none gains on most."
 )
 SEARCH_MODES = ("search_threshold", "search_qtable", "fast_search", "mix_search", "False")
 QTABLE_SEARCHES = ("search_qtable", "fast_search", "mix_search")
@@ -100,8 +103,8 @@ def add_technique_flags(parser) -> None:
          "output error from rounding its weights to INT8, measured on the samples")  # fmt: skip
     flag("--adaround", action="store_true", help="learned rounding of Conv/MatMul weights "
          "(AdaRound) on the samples' layer inputs")  # fmt: skip
-    flag("--smc", action="store_true", help="TPU-MLIR's softmax correction: not implemented in "
-         "tpuc (refused with a message)")  # fmt: skip
+    flag("--smc", action="store_true", help="softmax correction: scale each attention Softmax "
+         "read by a MatMul to a mean row max of 1 per head before it, back after it")  # fmt: skip
     flag("--bc_inference_num", type=int, default=30,
          help="samples used by --bc and --adaround (default 30)")  # fmt: skip
     flag("--search", choices=SEARCH_MODES, default="False", help="search_threshold: thresholds "
@@ -140,7 +143,7 @@ class Request:
 
 
 def technique_names(args) -> tuple[str, ...]:
-    return tuple(name for name in ("sq", "we", "bc", "adaround") if getattr(args, name))
+    return tuple(name for name in ("sq", "smc", "we", "bc", "adaround") if getattr(args, name))
 
 
 def check_plan(args, output: Path):
@@ -148,11 +151,6 @@ def check_plan(args, output: Path):
     and where the changed module and the qtable go."""
     from tpuc.workflow.calibration.techniques import Plan
 
-    if args.smc:
-        raise TpucError(
-            "--smc: softmax correction is not implemented in tpuc (it would rescale attention "
-            "probabilities through an INT8 Mul whose per-head weights lose precision)"
-        )
     names = technique_names(args)
     search = None if args.search == "False" else args.search
     if not names and search is None:
@@ -279,13 +277,18 @@ def run(argv: list[str] | None = None) -> int:
         protected=protected,
         lossy=cal.lossy,
     )
-    if cal.lossy:
-        listed = ", ".join(f"{n} ({db:.1f} dB)" for n, db in list(cal.lossy.items())[:5])
-        more = ", …" if len(cal.lossy) > 5 else ""
-        say(f"{len(cal.lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
+    say_lossy(cal.lossy)
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
     say(f"{len(entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s: {stages})")
     return 0
+
+
+def say_lossy(lossy: dict[str, float]) -> None:
+    """The tensors the table lists as lossy (model_deploy.py keeps them in float)."""
+    if lossy:
+        listed = ", ".join(f"{n} ({db:.1f} dB)" for n, db in list(lossy.items())[:5])
+        more = ", …" if len(lossy) > 5 else ""
+        say(f"{len(lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
 
 
 def run_plan(req: Request, cal, samples, tune_samples, protected, generated, start) -> int:
@@ -301,7 +304,8 @@ def run_plan(req: Request, cal, samples, tune_samples, protected, generated, sta
     methods = [req.method] + list(req.plan.techniques)
     if req.plan.search:
         methods.append(req.plan.search)
-    text = format_table(CaliTable(entries=outcome.entries), mlir=mlir.name, methods=methods,
+    table = CaliTable(entries=outcome.entries, lossy=outcome.lossy)
+    text = format_table(table, mlir=mlir.name, methods=methods,
                         histogram_bins=req.bins, samples=len(samples),
                         tune_num=len(tune_samples), generated=generated)  # fmt: skip
     with OutputSet(protected=tuple(protected)) as out:
@@ -311,6 +315,7 @@ def run_plan(req: Request, cal, samples, tune_samples, protected, generated, sta
         if outcome.qtable is not None:
             out.write_text(req.qtable, format_qtable(outcome.qtable, [f"chip: {req.plan.chip}"]))
         out.write_text(req.output, text)
+    say_lossy(outcome.lossy)
     say(f"{len(outcome.entries)} tensors -> {req.output} ({time.perf_counter() - start:.1f} s)")
     if outcome.weights_changed:
         say(f"changed module -> {mlir}; deploy it with this table: model_deploy.py --mlir {mlir} "

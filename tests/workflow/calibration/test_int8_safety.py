@@ -270,3 +270,37 @@ def test_concat_parts_are_measured_at_the_outputs_threshold():
     assert int8_sqnr_db(stats["out"], entries["out"]) > 30  # the whole tensor hides it
     lossy = lossy_tensors(stats, entries, steps)
     assert list(lossy) == ["out"] and lossy["out"] < 5  # the scores part, far below 15
+
+
+def test_a_technique_keeps_the_lossy_lines():
+    """run_calibration.py --we (or any technique, or search_threshold) writes
+    the table the plan made: its lossy tensors must be the ones plain
+    calibration finds, or model_deploy.py's automatic mix silently stops
+    (YOLOv8n with --we: output cosine 0.999 -> 0.790)."""
+    from tpuc.ir.weights import WeightStore
+    from tpuc.workflow.calibration.techniques import Plan, run_plan
+
+    nodes = [helper.make_node("Concat", ["boxes", "scores"], ["out"], axis=0)]
+    inputs = [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 64]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [18, 64]),
+    ]
+    out = [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "head", inputs, out)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    module, arrays = convert_onnx("head.onnx", "head", model=proto)
+    store = WeightStore(arrays)
+    attach_weights(module, store)
+    cal = Calibration(module, store, "head", warn=lambda message: None)
+    cal.load = lambda sample: sample
+    samples = [
+        {"boxes": RNG.uniform(0, 316, (4, 64)).astype(np.float32),
+         "scores": RNG.uniform(0, 0.83, (18, 64)).astype(np.float32)}
+        for _ in range(2)
+    ]  # fmt: skip
+    plain = cal.run(samples, [], "kl")
+    assert "out" in cal.lossy and plain
+    for techniques, search in ((("we",), None), ((), "search_threshold")):
+        plan = Plan(techniques, search, "bm1684x", "kl", 2048, 2)
+        outcome = run_plan(cal, samples, [], plan, lambda items, what: items, lambda line: None)
+        assert "out" in outcome.lossy

@@ -1,8 +1,8 @@
 """The calibration techniques of run_calibration.py (--sq --we --bc
 --adaround --search) run in one plan, measured before and after.
 
-Order, as TPU-MLIR: SmoothQuant, weight equalization (both keep the float
-function), then bias correction and learned rounding (both change the
+Order, as TPU-MLIR: SmoothQuant, softmax correction, weight equalization
+(all three keep the float function), then bias correction and learned rounding (both change the
 weights toward what INT8 can hold), then calibration of the changed module,
 then the search. Each step says what it touched; the plan's similarity is
 the FP32 vs INT8 output cosine against the float outputs of the module as
@@ -27,7 +27,7 @@ Technique = Callable[[Calibration, Sequence[Any], Progress, Mapping[str, float]]
 """(calibration, samples, progress, current thresholds) -> what it did."""
 
 TECHNIQUES: Registry[str, Technique] = Registry("calibration techniques")
-ORDER = ("sq", "we", "bc", "adaround")
+ORDER = ("sq", "smc", "we", "bc", "adaround")
 MEASURES_INT8 = ("bc",)
 """Techniques that read the thresholds: calibration runs again before them
 when an earlier one changed the weights (as TPU-MLIR: --we, calibrate, --bc)."""
@@ -55,6 +55,21 @@ def _smoothquant(cal: Calibration, samples, progress, thresholds) -> list[str]:
     lines = [f"SmoothQuant: {len(sites)} LayerNorm -> MatMul site(s)"]
     lines += [f"  {s.name} (alpha {s.alpha:.2f}) -> {', '.join(r.name for r in s.readers)}"
               for s in sites]  # fmt: skip
+    return lines
+
+
+@technique("smc")
+def _softmax_correction(cal: Calibration, samples, progress, thresholds) -> list[str]:
+    from tpuc.workflow.calibration.softmax_correction import correct_softmaxes
+
+    sites = correct_softmaxes(cal.interp, cal.weights, samples, cal.load, progress)
+    lines = [f"softmax correction: {len(sites)} Softmax -> MatMul site(s)"]
+    for site in sites[:MAX_LISTED]:
+        scale = site.scale.ravel()
+        lines.append(f"  {site.name} -> {site.matmul.names[0]}: mean row max per head "
+                     f"{scale.min():.4g}..{scale.max():.4g}")  # fmt: skip
+    if len(sites) > MAX_LISTED:
+        lines.append(f"  … ({len(sites)} in all)")
     return lines
 
 
@@ -117,6 +132,8 @@ class Outcome:
     after: float
     qtable: dict[str, str] | None = None
     lines: list[str] = field(default_factory=list)
+    lossy: dict[str, float] = field(default_factory=dict)
+    """The final table's tensors INT8 cannot hold (its `# int8_lossy` lines)."""
 
 
 def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Progress,
@@ -132,7 +149,7 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
         for name in (n for n in ORDER if n in plan.techniques):
             if stale and name in MEASURES_INT8:
                 entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
-            used = samples if name in ("sq", "we") else samples[: plan.bc_num]
+            used = samples if name in ("sq", "smc", "we") else samples[: plan.bc_num]
             thresholds = {n: e.threshold for n, e in entries.items()}
             for line in TECHNIQUES[name](cal, used, progress, thresholds):
                 say(line)
@@ -140,11 +157,13 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
             changed = stale = True
         if changed:
             entries = cal.run(samples, tune_samples, plan.method, plan.bins, progress)
+        lossy = cal.lossy
         if plan.search == "search_threshold":
-            entries = _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say)
+            entries, lossy = _search_thresholds(cal, samples, tune_samples, plan, meter, progress,
+                                                say)  # fmt: skip
         after = meter.cosine(cal.module, cal.weights, entries)
         say(f"FP32 vs INT8 output cosine after: {after:.6f} (before {before:.6f})")
-        outcome = Outcome(entries, changed, before, after)
+        outcome = Outcome(entries, changed, before, after, lossy=dict(lossy))
         if plan.search in ("search_qtable", "fast_search", "mix_search"):
             outcome.qtable = _search_qtable(cal, entries, inputs, plan, meter, progress, say)
         return outcome
@@ -152,8 +171,10 @@ def run_plan(cal: Calibration, samples, tune_samples, plan: Plan, progress: Prog
         meter.close()
 
 
-def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -> dict:
+def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -> tuple:
+    """The searched table and its lossy tensors, measured on the search's statistics."""
     from tpuc.workflow.calibration.collect import collect
+    from tpuc.workflow.calibration.int8_error import lossy_tensors
     from tpuc.workflow.calibration.search import ThresholdSearch, method_thresholds
     from tpuc.workflow.calibration.thresholds import threshold
     from tpuc.workflow.calibration.tune import tune
@@ -172,7 +193,7 @@ def _search_thresholds(cal, samples, tune_samples, plan, meter, progress, say) -
     for name, old, new, cos in search.changes:
         say(f"  {name}: threshold {old:.6g} -> {new:.6g} (cosine {cos:.6f})")
     say(f"search_threshold: {len(search.changes)} tensor(s) moved, {meter.evaluations} INT8 runs")
-    return table
+    return table, lossy_tensors(stats, table, cal.interp.steps)
 
 
 def _search_qtable(cal, entries, inputs, plan, meter, progress, say) -> dict[str, str]:
