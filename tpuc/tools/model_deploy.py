@@ -177,8 +177,8 @@ def build_parser():
         choices=("tpuc", "native"),
         help="tpuc: tpuc's own instruction set, run by tpuc's device simulator (default; no "
         "download); native: the chip's own command streams written by the vendor backend "
-        "library, run by the vendor runtime (bm1684x; every op a global layer; needs "
-        "`tpuc-vendor fetch` once)",
+        "library, run by the vendor runtime (bm1684x; layer groups planned on the vendor's "
+        "cycles unless --disable_layer_group; needs `tpuc-vendor fetch` once)",
     )
     return parser
 
