@@ -6,8 +6,9 @@ Planning (`plan_native_groups`) runs the layer-group pass's search
 `NativePlanner`: a run is a group only when tpuc's planner can slice it
 AND the native local rules can write it with those slice counts
 (`chain.plan_chain`: an op without a local rule, a W split, a tensor read
-with two slicings or a group that does not fit the chip's local memory
-is refused); its cost is the vendor library's cycles for the commands it
+with two slicings or a group whose buffers cannot each have banks of
+their own is refused: packed groups gave wrong values in the vendor
+runtime, docs/layer-group.md); its cost is the vendor library's cycles for the commands it
 would emit, and a global layer's the cycles of its global calls
 (`emit.GroupPricer`, TPU-MLIR's CycleCalculator, cached). The chosen groups
 are attached as tpu.Group ops with those cycles, so `_final.mlir` shows
@@ -93,7 +94,7 @@ class NativePlanner(Planner):
         if secs.w > 1:
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
-            return plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n)
+            return plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=False)
         except TpucError as exc:
             return f"native: {exc}"
 
@@ -166,7 +167,7 @@ def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
     ctx = NativeContext(flat)
     plans = []
     for ops, n, h, stored in found:
-        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n)
+        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=False)
         for value, slices in stored.items():
             if list(plan.tensors[value].slices) != slices:
                 raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "

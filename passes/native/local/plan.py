@@ -113,6 +113,7 @@ class GroupPlan:
     timesteps: list[list[Item]] = field(default_factory=list)
     inputs: list[Hashable] = field(default_factory=list)  # loaded (activations, coefficients)
     outputs: list[Hashable] = field(default_factory=list)  # stored
+    packed: bool = True  # False: refuse a group whose buffers need more than the 16 banks
 
     @property
     def steps(self) -> int:
@@ -188,6 +189,12 @@ def allocate(plan: GroupPlan) -> None:
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
+    if total_banks > LMEM_BANKS and not plan.packed:
+        raise TpucError(
+            f"layer group of {', '.join(lop.op.name for lop in plan.ops)}: its {len(wanted)} "
+            f"local buffers need {total_banks} banks of their own (the chip has {LMEM_BANKS}); "
+            "packed groups are not written by model_deploy (module docstring)"
+        )
     conflicts = _conflicts(plan)
     cursor, placed, where = 0, [], {}
     for owner, size in wanted:
