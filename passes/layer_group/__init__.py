@@ -53,10 +53,13 @@ def plan_module(
     disable: bool = False,
     explain: bool = False,
     float_slices: bool = False,
+    planner=None,
 ) -> ModulePlan:
     """Search the groups of func @main (nothing is written to the IR);
     `explain`: say for each run why it does not take the next layer too;
-    `float_slices`: let float GEMM convolutions slice (not bit-exact)."""
+    `float_slices`: let float GEMM convolutions slice (not bit-exact);
+    `planner`: makes the Planner from (ops, layout, timing) — another
+    target's validity and prices (the native target's vendor cycles)."""
     from tpuc.ir.core import main_function
     from tpuc.passes.layer_group.layout import LocalLayout
     from tpuc.passes.layer_group.rules import reset_cache
@@ -65,7 +68,7 @@ def plan_module(
     began = time.perf_counter()
     reset_cache()
     ops = layers(main_function(module).body.block)
-    planner = Planner(ops, LocalLayout.of(chip, float_slices), chip.timing)
+    planner = (planner or Planner)(ops, LocalLayout.of(chip, float_slices), chip.timing)
     all_global = sum(planner.cost(i, i) for i in range(len(ops)))
     runs = [(i, i) for i in range(len(ops))] if disable else search(planner, opt)
     plans = [planner.plan(a, b) for a, b in runs if b > a]

@@ -23,7 +23,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.base.errors import TpucError
 from tpuc.base.module_state import ModuleState, require_state
-from tpuc.dialects import top
+from tpuc.dialects import top, tpu
 from tpuc.ir.core import main_function
 from tpuc.ir.module_io import module_attr
 from tpuc.passes.native.context import NativeCall, NativeContext, NotExpressible, dtype_name
@@ -159,11 +159,17 @@ def run_backend(vendor: VendorPaths, planned, profile: bool = True) -> dict:
 def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True,
                     groups: Sequence = ()) -> NativeGenerated:  # fmt: skip
     """The native bmodel of a TPU_ADDRESSED bm1684x module (weights attached);
-    `groups` (GroupPlans over its ops) run as layer groups in local memory."""
+    `groups` (GroupPlans over its ops) run as layer groups in local memory,
+    and so does every tpu.Group of the module (`local.groups`)."""
     require_state(module, "native codegen", ModuleState.TPU_ADDRESSED)
     chip = str(module_attr(module, "chip", "")).upper()
     if chip != "BM1684X":
         raise TpucError(f"the native target writes bm1684x bmodels; this module is for {chip}")
+    if any(isinstance(op, tpu.GroupOp) for op in main_function(module).body.block.ops):
+        from tpuc.passes.native.local.groups import native_group_plans
+
+        module, plans = native_group_plans(module)  # a copy, the groups' ops in line
+        groups = [*groups, *plans]
     sizing = NativeContext(module)
     build_calls(module, sizing, groups)
     ctx = NativeContext(module, len(sizing.coeffs.blob))

@@ -44,18 +44,40 @@ class NativeCompiled:
     profile: str  # its per-command profile (compiler_profile_0.txt)
 
 
-def native_codegen(module, store, chip: str, vendor) -> NativeCompiled:
-    """finalize (every op a global layer), then native codegen through the
-    vendor backend library."""
+def native_codegen(module, store, chip: str, vendor, opt: int = 2,
+                   disable_layer_group: bool = False) -> NativeCompiled:  # fmt: skip
+    """finalize with layer groups planned on the vendor's cycles (or every
+    op a global layer), then native codegen through the vendor backend library."""
     from tpuc.ir.weights import WeightStore, attach_weights
     from tpuc.passes.native.emit import generate_native
     from tpuc.workflow.pipeline import finalize
 
     final_store = WeightStore(store)
-    finalize(module, final_store, chip, disable_layer_group=True)
+    if disable_layer_group:
+        finalize(module, final_store, chip, disable_layer_group=True)
+    else:
+        finalize_grouped(module, final_store, chip, opt, vendor)
     attach_weights(module, final_store)
     result = generate_native(module, vendor)
     return NativeCompiled(module, final_store, result.bmodel, result.cycles, result.profile)
+
+
+def finalize_grouped(module, store, chip: str, opt: int, vendor) -> None:
+    """weight-reorder, subnet-divide, the layer-group search priced by the
+    vendor library (tpuc.passes.native.local.groups), address-assign."""
+    from tpuc.ir.weights import attach_weights
+    from tpuc.passes.finalize import module_chip
+    from tpuc.passes.native.local.emit import GroupPricer
+    from tpuc.passes.native.local.groups import plan_native_groups
+    from tpuc.passes.registry import get_pass
+    from tpuc.workflow.pipeline import run_passes
+
+    found = module_chip(module, "finalize", chip)
+    attach_weights(module, store)
+    run_passes(module, [get_pass("weight-reorder")(), get_pass("subnet-divide")(chip=chip)])
+    with GroupPricer(vendor) as pricer:
+        plan_native_groups(module, found, opt, pricer)
+    run_passes(module, [get_pass("address-assign")(chip=chip)])
 
 
 def latency_line(cycles: int) -> str:

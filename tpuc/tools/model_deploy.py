@@ -177,8 +177,8 @@ def build_parser():
         choices=("tpuc", "native"),
         help="tpuc: tpuc's own instruction set, run by tpuc's device simulator (default; no "
         "download); native: the chip's own command streams written by the vendor backend "
-        "library, run by the vendor runtime (bm1684x; every op a global layer; needs "
-        "`tpuc-vendor fetch` once)",
+        "library, run by the vendor runtime (bm1684x; layer groups planned on the vendor's "
+        "cycles unless --disable_layer_group; needs `tpuc-vendor fetch` once)",
     )
     return parser
 
@@ -510,16 +510,22 @@ def native(req: Request, data: Loaded, out, path, written: list[Path]):
     from tpuc.ir.module_io import save_module
     from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
 
-    if not req.disable_layer_group:
-        say("native target: every op a global layer (native layer groups are not planned yet)")
-    say("weight-reorder, subnet-divide, address-assign, native codegen (vendor backend library)")
-    compiled = native_codegen(data.module, data.store, req.chip, req.vendor)
+    group = (
+        "layer-group disabled"
+        if req.disable_layer_group
+        else f"layer-group opt={req.opt} (priced by the vendor library)"
+    )
+    say(f"weight-reorder, subnet-divide, {group}, address-assign, native codegen (vendor library)")
+    compiled = native_codegen(
+        data.module, data.store, req.chip, req.vendor, req.opt, req.disable_layer_group
+    )
     final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
     save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
     out.write_text(path("_compiler_profile.txt"), compiled.profile)
     out.write_bytes(req.model, compiled.bmodel)
     written += [final_mlir, final_weights, path("_compiler_profile.txt"), req.model]
     say(f"wrote {req.model}: {TARGETS['native']}")
+    say(f"layer groups: {group_summary(compiled.module)}")
     say(f"estimated latency: {latency_line(compiled.cycles)}")
     return compiled
 

@@ -84,9 +84,10 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
-    nsecs x hsecs slices; raises NotExpressible for an op without a local
+    nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
+    each have banks of their own); raises NotExpressible for an op without a local
     form, TpucError when the slicing or local memory does not work out."""
     ops = list(ops)
     for op in ops:
@@ -94,7 +95,7 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     inputs, outputs = group_values(ops)
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
-    plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs)
+    plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs, packed=packed)
     for op in ops:
         for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
             key = (op, index)

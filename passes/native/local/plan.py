@@ -113,6 +113,7 @@ class GroupPlan:
     timesteps: list[list[Item]] = field(default_factory=list)
     inputs: list[Hashable] = field(default_factory=list)  # loaded (activations, coefficients)
     outputs: list[Hashable] = field(default_factory=list)  # stored
+    packed: bool = True  # False: refuse a group whose buffers need more than the 16 banks
 
     @property
     def steps(self) -> int:
@@ -139,30 +140,82 @@ def even_split(length: int, secs: int) -> list[tuple[int, int]]:
     return parts
 
 
+def _conflicts(plan: GroupPlan) -> dict[int, set[int]]:
+    """id(owner) -> ids of the owners one TIU op reads or writes beside it
+    (its activation operands, result, coefficients and scratch buffer)."""
+    found: dict[int, set[int]] = {}
+    for lop in plan.ops:
+        owners = [plan.tensors[v] for v in (*lop.op.operands, *lop.op.results) if v in plan.tensors]
+        owners += [t for k, t in plan.tensors.items() if isinstance(k, tuple) and k[0] is lop.op]
+        if lop.buffer_size:
+            owners.append(lop)
+        for a in owners:
+            found.setdefault(id(a), set()).update(id(b) for b in owners if b is not a)
+    return found
+
+
+def _banks(addr: int, size: int) -> range:
+    return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
+
+
+def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
+    """The lowest EU-aligned address where `size` bytes overlap no placed
+    buffer and share no bank with a placed buffer in `avoid`."""
+    addr = 0
+    moved = True
+    while moved:
+        moved = False
+        for owner, start, length in placed:
+            overlaps = addr < start + length and start < addr + size
+            if not overlaps and id(owner) in avoid:
+                overlaps = bool(set(_banks(addr, size)) & set(_banks(start, length)))
+                if overlaps:
+                    addr = max(addr, _banks(start, length).stop * BANK_BYTES)
+                    moved = True
+                    continue
+            if overlaps:
+                addr = -(-(start + length) // EU_BYTES) * EU_BYTES
+                moved = True
+    return addr
+
+
 def allocate(plan: GroupPlan) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
-    its own while they fit (no TIU operand shares a bank), else packed
-    EU-aligned; raises when the group does not fit one lane's 256 KiB."""
+    its own while they fit, else packed first-fit, EU-aligned, where no
+    operand, result, coefficient or scratch buffer of one TIU op shares a
+    bank with another (the vendor's local kernels compute wrong values when
+    they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
+    not fit one lane's 256 KiB."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
-    by_bank = total_banks <= LMEM_BANKS
-    cursor, placed = 0, {}
+    if total_banks > LMEM_BANKS and not plan.packed:
+        raise TpucError(
+            f"layer group of {', '.join(lop.op.name for lop in plan.ops)}: its {len(wanted)} "
+            f"local buffers need {total_banks} banks of their own (the chip has {LMEM_BANKS}); "
+            "packed groups are not written by model_deploy (module docstring)"
+        )
+    conflicts = _conflicts(plan)
+    cursor, placed, where = 0, [], {}
     for owner, size in wanted:
-        align = BANK_BYTES if by_bank else EU_BYTES
-        addr = -(-cursor // align) * align
-        placed.setdefault(id(owner), []).append(addr)
-        cursor = addr + -(-size // EU_BYTES) * EU_BYTES
+        length = -(-size // EU_BYTES) * EU_BYTES
+        if total_banks <= LMEM_BANKS:
+            addr = -(-cursor // BANK_BYTES) * BANK_BYTES
+        else:
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()))
+        placed.append((owner, addr, length))
+        where.setdefault(id(owner), []).append(addr)
+        cursor = max(cursor, addr + length)
     if cursor > LMEM_BYTES:
         raise TpucError(
             f"layer group of {', '.join(lop.op.name for lop in plan.ops)}: needs {cursor} bytes "
             f"of local memory per lane (the chip has {LMEM_BYTES}); use more slices"
         )
     for t in plan.tensors.values():
-        t.addrs = tuple(placed[id(t)])
+        t.addrs = tuple(where[id(t)])
     for lop in plan.ops:
         if lop.buffer_size:
-            lop.buffer_addr = placed[id(lop)][0]
+            lop.buffer_addr = where[id(lop)][0]
 
 
 def chain_timesteps(plan: GroupPlan) -> list[list[Item]]:

@@ -1,0 +1,179 @@
+"""Layer groups for the native target: planned by the layer-group search,
+priced by the vendor, read back from the group IR.
+
+Planning (`plan_native_groups`) runs the layer-group pass's search
+(`passes/layer_group`: base groups, opt=1 greedy or opt=2 DP) with a
+`NativePlanner`: a run is a group only when tpuc's planner can slice it
+AND the native local rules can write it with those slice counts
+(`chain.plan_chain`: an op without a local rule, a W split, a tensor read
+with two slicings or a group whose buffers cannot each have banks of
+their own is refused: packed groups gave wrong values in the vendor
+runtime, docs/layer-group.md); its cost is the vendor library's cycles for the commands it
+would emit, and a global layer's the cycles of its global calls
+(`emit.GroupPricer`, TPU-MLIR's CycleCalculator, cached). The chosen groups
+are attached as tpu.Group ops with those cycles, so `_final.mlir` shows
+what the vendor priced. Before address-assign nothing has an address, so
+the pricing context gives each unplaced activation a distinct place of
+its own (the cycles do not depend on where a tensor sits in DDR).
+
+Emission (`native_group_plans`) reads each tpu.Group of the final module:
+its ops and slice counts give the native plan (plan_chain, as planned),
+whose slices of every stored tensor must equal the group's `tpu.Store`
+slices (they come from the same even split and backward inference), and
+the group's stored results keep their DDR addresses when the group's ops
+are put back in line for the native emitter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+
+from tpuc.base.errors import TpucError
+from tpuc.passes.address_assign import address_of, align_up, set_address
+from tpuc.passes.layer_group.group import GroupPlan as IrPlan
+from tpuc.passes.layer_group.search import Planner
+from tpuc.passes.native.context import NativeContext, NotExpressible
+from tpuc.passes.native.local.chain import plan_chain
+from tpuc.passes.native.local.emit import GroupPricer, global_commands
+from tpuc.passes.native.local.plan import GroupPlan, Slice
+from tpuc.passes.native.rules import load_rules
+
+PLACE_ALIGN = 4096
+
+
+class PricingContext(NativeContext):
+    """A NativeContext before address-assign: an activation without an
+    address gets a distinct aligned place of its own."""
+
+    def __init__(self, module: ModuleOp):
+        super().__init__(module)
+        self.places: dict[SSAValue, int] = {}
+        self.cursor = 0
+
+    def address(self, value: SSAValue) -> int:
+        if address_of(value) is not None or not hasattr(value.type, "get_shape"):
+            return super().address(value)
+        from tpuc.dialects import top
+
+        if isinstance(value.owner, top.WeightOp):
+            return super().address(value)
+        if value not in self.places:
+            from tpuc.passes.address_assign import tensor_bytes
+
+            self.places[value] = self.ctx_addr + self.cursor
+            self.cursor += align_up(tensor_bytes(value), PLACE_ALIGN)
+        return self.places[value]
+
+
+@dataclass
+class NativePlanner(Planner):
+    """The layer-group search's Planner with native validity and vendor prices."""
+
+    ctx: NativeContext | None = None
+    pricer: GroupPricer | None = None
+    native: dict[tuple[int, int], GroupPlan | str] = field(default_factory=dict)
+    global_prices: dict[int, int] = field(default_factory=dict)
+
+    def plan(self, first: int, last: int) -> IrPlan | str:
+        found = super().plan(first, last)
+        if not isinstance(found, IrPlan):
+            return found
+        key = (first, last)
+        if key not in self.native:
+            self.native[key] = self._native(found)
+        local = self.native[key]
+        if isinstance(local, str):
+            return local
+        return replace(found, cycles=self.pricer.price_plan(local, self.ctx))
+
+    def _native(self, found: IrPlan) -> GroupPlan | str:
+        secs = found.secs
+        if secs.w > 1:
+            return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
+        try:
+            return plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=False)
+        except TpucError as exc:
+            return f"native: {exc}"
+
+    def cost(self, first: int, last: int) -> float:
+        if first != last:
+            return super().cost(first, last)
+        if first not in self.global_prices:
+            self.global_prices[first] = self._global_price(first)
+        return self.global_prices[first]
+
+    def _global_price(self, index: int) -> int:
+        op = self.ops[index]
+        rule = load_rules().get(type(op))
+        try:
+            if rule is None:
+                raise NotExpressible("no native rule")
+            calls = rule(op, self.ctx)
+        except TpucError:
+            return super().cost(index, index)  # reported by codegen; priced by tpuc's model
+        return self.pricer.price(global_commands(op, calls), f"{op.name} as a global layer")
+
+
+def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
+    """The layer-group search over func @main with native validity and the
+    vendor's cycles; the chosen groups attached as tpu.Group ops."""
+    from tpuc.ir.core import main_function
+    from tpuc.passes.layer_group import plan_module
+    from tpuc.passes.layer_group.attach import attach, clear
+
+    clear(module, main_function(module).body.block)
+    ctx = PricingContext(module)
+
+    def planner(ops, layout, timing) -> NativePlanner:
+        return NativePlanner(ops, layout, timing, ctx=ctx, pricer=pricer)
+
+    found = plan_module(module, chip, opt, planner=planner)
+    attach(module, found.plans, found.grouped_cycles, found.global_cycles)
+    return found
+
+
+def _ir_slices(store) -> list[Slice]:
+    slices = store.attributes["slices"]
+    return [Slice(ni, ns, hi, hs) for ni, ns in slices.axis("n") for hi, hs in slices.axis("h")]
+
+
+def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
+    """A copy of `module` with every tpu.Group's ops back in line (their
+    stored results keep the group results' addresses) and each group's
+    native plan; raises if a plan's slices are not the group's."""
+    from tpuc.dialects.tpu.group import GroupOp
+    from tpuc.ir.core import main_function
+    from tpuc.ir.weights import attach_weights, weights_of
+    from tpuc.passes.layer_group.attach import ungroup
+
+    flat = module.clone()
+    attach_weights(flat, weights_of(main_function(module)))
+    block = main_function(flat).body.block
+    groups = [op for op in block.ops if isinstance(op, GroupOp)]
+    found = []
+    for group in groups:
+        n, h, w = group.secs
+        if w > 1:
+            raise TpucError(f"a layer group of {len(group.layers())} ops is cut along W "
+                            "(the native local rules slice N and H only)")  # fmt: skip
+        stored = {s.operands[0]: _ir_slices(s) for s in group.yielded_stores()}
+        for result, value in zip(group.results, group.stored_values(), strict=True):
+            set_address(value, address_of(result))
+        found.append((list(group.layers()), n, h, stored))
+    ungroup(block)
+    ctx = NativeContext(flat)
+    plans = []
+    for ops, n, h, stored in found:
+        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=False)
+        for value, slices in stored.items():
+            if list(plan.tensors[value].slices) != slices:
+                raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
+                                "stored tensor differ from the group IR's")  # fmt: skip
+        plans.append(plan)
+    return flat, plans
+
+
+__all__ = ["NativePlanner", "PricingContext", "native_group_plans", "plan_native_groups"]
