@@ -158,6 +158,14 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     per_column = not int32 and not per_tensor
     out_q = quant_of(op.results[0])
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
+    # the call requantizes per column itself (an 8-bit signed result: with
+    # fuse_rq a u8 one fails the kernel's dtype check, relu or not)
+    signed = dtype_name(op.results[0]) == "i8"
+    common = common_shift(table) if per_column and signed else None
+    if common is not None:
+        per_column = False
+        multipliers = ctx.coeffs.add(f"{op.names[0]}_multi_i32", common[0])
+        table = np.stack([table[:, 0], np.full(n, common[0][0]), np.full(n, common[1])], axis=1)
     if per_column and (m == 1 or op.value("do_relu") and (not clamps or relu_limit(op) >= 0)):
         # M = 1: the requant's per-channel moves cost more than the convolution;
         # a relu its saturation does not do
@@ -182,6 +190,9 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         return [fc, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
     if per_column:
         return per_column_fc(op, ctx, spec, inputs, table, (m, n))
+    if common is not None:
+        inputs.append(raw_spec(multipliers, DTYPE_I32, (1, n)))
+        spec.fuse_rq = 1
     out_q = quant_of(op.results[0])
     spec.requant_mode = MULTIPLIER_SHIFT
     spec.mul_val, spec.shift_val = int(table[0, 1]), -int(table[0, 2])
@@ -191,6 +202,19 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu = 1
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def common_shift(table: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Per-column multipliers over one right shift, as TPU-MLIR's per-channel
+    MatMul lowering gives the fc call (`fuse_rq`, the multipliers a fourth
+    operand): m << (s − r) over the largest shift s, exact when every one
+    stays below 2**31, else None."""
+    rshift = table[:, 2].astype(np.int64)
+    shift = int(rshift.max())
+    scaled = table[:, 1].astype(np.int64) << (shift - rshift)
+    if np.any(scaled >= 2**31) or np.any(scaled < -(2**31)):
+        return None
+    return scaled.astype(np.int32), shift
 
 
 def per_column_fc(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
