@@ -12,11 +12,15 @@
   - INT8 with one (multiplier, rshift) for all columns: the call's own
     requant (MultiplierShift, the op's round mode), the int32 bias from
     weight-reorder's merged table;
-  - INT8 per column (tpuc quantizes a weight per output column; the call
-    has one multiplier): the int32 product and bias, transposed,
-    requant_int per channel, transposed back (`per_column_fc`); with M = 1,
-    or a relu the requant's saturation does not do, the 1x1 convolution
-    over M images (`fc_as_conv`), which requantizes per channel itself;
+  - INT8 per column (tpuc quantizes a weight per output column) with one
+    right shift (INT8 lowering gives a matmul's columns one) and an i8
+    result: the call's requant with the columns' multipliers as a fourth
+    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul);
+  - INT8 per column otherwise (shifts that differ, a u8 result): the int32
+    product and bias, transposed, requant_int per channel, transposed back
+    (`per_column_fc`); with M = 1, or a relu the requant's saturation does
+    not do, the 1x1 convolution over M images (`fc_as_conv`), which
+    requantizes per channel itself;
   - an int32 result (tpuc's float epilogue): the product and bias, then
     epilogue.py's cast and per-column scale.
 - Two activations (or a batched right operand):
@@ -147,11 +151,11 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[
 def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
     """INT8 `backend_api_fc_global`: the int32 bias from weight-reorder's
     merged table; one (multiplier, rshift) for every column requantizes in
-    the call (MultiplierShift, the op's round mode); tpuc's per-column
-    requant (a weight quantized per output column) goes through the 1x1
-    convolution over M images (`fc_as_conv`), which requantizes per
-    channel; an int32 result (the float epilogue) takes the product and
-    bias from the call and scales per column in epilogue.py."""
+    the call (MultiplierShift, the op's round mode), and so do per-column
+    multipliers over one shift (`fuse_rq`); other per-column requants take
+    `per_column_fc` or `fc_as_conv`; an int32 result (the float epilogue)
+    takes the product and bias from the call and scales per column in
+    epilogue.py."""
     table = coeff_table(op, n)
     int32 = is_float(op.results[0])
     per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
