@@ -162,10 +162,11 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     per_column = not int32 and not per_tensor
     out_q = quant_of(op.results[0])
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
-    # the call requantizes per column itself (an 8-bit signed result: with
-    # fuse_rq a u8 one fails the kernel's dtype check, relu or not)
-    signed = dtype_name(op.results[0]) == "i8"
-    common = common_shift(table) if per_column and signed else None
+    # the call requantizes per column itself: a symmetric i8 result (with
+    # fuse_rq a u8 one fails the kernel's dtype check, and zero points
+    # differ from the TPU interpreter)
+    fused = per_column and dtype_name(op.results[0]) == "i8" and symmetric(op)
+    common = common_shift(table) if fused else None
     if common is not None:
         per_column = False
         multipliers = ctx.coeffs.add(f"{op.names[0]}_multi_i32", common[0])
@@ -206,6 +207,12 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu = 1
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def symmetric(op: Operation) -> bool:
+    """No zero point on the left operand or the result."""
+    quants = (quant_of(op.operands[0]), quant_of(op.results[0]))
+    return all(q is None or q.zero_point == 0 for q in quants)
 
 
 def common_shift(table: np.ndarray) -> tuple[np.ndarray, int] | None:
