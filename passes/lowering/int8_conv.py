@@ -316,7 +316,36 @@ def matmul_weight(lw: Lowering) -> Operation:
     filt = lw.int_weight("filter_i8", quantize_weight(w, scale), "int8")
     if b is not None:
         bias = lw.int_weight("bias_i32", quantize_bias(b, s_in * s_w), "int32")
-    return lw.build(tpu.MatMulOp, [x, filt, bias], **epilogue(lw, s_in * s_w))
+    built = epilogue(lw, s_in * s_w)
+    if (
+        lw.chip.multiplier_bits == 32
+        and "result_types" not in built
+        and not is_pre_quantized(lw.op)
+    ):
+        attrs = built["attrs"]
+        attrs.update(one_rshift(attrs["multiplier"], attrs["rshift"]))
+    return lw.build(tpu.MatMulOp, [x, filt, bias], **built)
+
+
+ONE_RSHIFT_BITS = 8
+"""The most multiplier bits one right shift may cost a matmul's columns
+(23 of 31 left: a relative error below 2**-22, far under int8 rounding)."""
+
+
+def one_rshift(multipliers: list[int], rshifts: list[int]) -> dict:
+    """Per-column multipliers over the smallest right shift s (m rounded
+    to m / 2**(r − s)): bm1684x's fc call takes the columns' multipliers
+    with one shift, the requant in the call (TPU-MLIR's per-channel MatMul
+    lowering, its `fuse_rq`), where a shift per column costs two transposes
+    and a requant pass (~55k cycles at 64x256x256 against ~3.4k). Loses
+    r − s of the multiplier's 31 bits: kept per column when that exceeds
+    `ONE_RSHIFT_BITS` (a column of near-zero weights)."""
+    if len(set(rshifts)) <= 1 or max(rshifts) - min(rshifts) > ONE_RSHIFT_BITS:
+        return {}
+    s = min(rshifts)
+    scaled = [(m + (1 << (r - s - 1)) >> (r - s)) if r > s else m
+              for m, r in zip(multipliers, rshifts, strict=True)]  # fmt: skip
+    return {"multiplier": scaled, "rshift": [s] * len(rshifts)}
 
 
 # --- pooling and reductions -----------------------------------------------------------------

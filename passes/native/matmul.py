@@ -12,11 +12,15 @@
   - INT8 with one (multiplier, rshift) for all columns: the call's own
     requant (MultiplierShift, the op's round mode), the int32 bias from
     weight-reorder's merged table;
-  - INT8 per column (tpuc quantizes a weight per output column; the call
-    has one multiplier): the int32 product and bias, transposed,
-    requant_int per channel, transposed back (`per_column_fc`); with M = 1,
-    or a relu the requant's saturation does not do, the 1x1 convolution
-    over M images (`fc_as_conv`), which requantizes per channel itself;
+  - INT8 per column (tpuc quantizes a weight per output column) with one
+    right shift (INT8 lowering gives a matmul's columns one) and an i8
+    result: the call's requant with the columns' multipliers as a fourth
+    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul);
+  - INT8 per column otherwise (shifts that differ, a u8 result): the int32
+    product and bias, transposed, requant_int per channel, transposed back
+    (`per_column_fc`); with M = 1, or a relu the requant's saturation does
+    not do, the 1x1 convolution over M images (`fc_as_conv`), which
+    requantizes per channel itself;
   - an int32 result (tpuc's float epilogue): the product and bias, then
     epilogue.py's cast and per-column scale.
 - Two activations (or a batched right operand):
@@ -147,17 +151,26 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[
 def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
     """INT8 `backend_api_fc_global`: the int32 bias from weight-reorder's
     merged table; one (multiplier, rshift) for every column requantizes in
-    the call (MultiplierShift, the op's round mode); tpuc's per-column
-    requant (a weight quantized per output column) goes through the 1x1
-    convolution over M images (`fc_as_conv`), which requantizes per
-    channel; an int32 result (the float epilogue) takes the product and
-    bias from the call and scales per column in epilogue.py."""
+    the call (MultiplierShift, the op's round mode), and so do per-column
+    multipliers over one shift (`fuse_rq`); other per-column requants take
+    `per_column_fc` or `fc_as_conv`; an int32 result (the float epilogue)
+    takes the product and bias from the call and scales per column in
+    epilogue.py."""
     table = coeff_table(op, n)
     int32 = is_float(op.results[0])
     per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
     per_column = not int32 and not per_tensor
     out_q = quant_of(op.results[0])
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
+    # the call requantizes per column itself: a symmetric i8 result (with
+    # fuse_rq a u8 one fails the kernel's dtype check, and zero points
+    # differ from the TPU interpreter)
+    fused = per_column and dtype_name(op.results[0]) == "i8" and symmetric(op)
+    common = common_shift(table) if fused else None
+    if common is not None:
+        per_column = False
+        multipliers = ctx.coeffs.add(f"{op.names[0]}_multi_i32", common[0])
+        table = np.stack([table[:, 0], np.full(n, common[0][0]), np.full(n, common[1])], axis=1)
     if per_column and (m == 1 or op.value("do_relu") and (not clamps or relu_limit(op) >= 0)):
         # M = 1: the requant's per-channel moves cost more than the convolution;
         # a relu its saturation does not do
@@ -182,6 +195,9 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         return [fc, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
     if per_column:
         return per_column_fc(op, ctx, spec, inputs, table, (m, n))
+    if common is not None:
+        inputs.append(raw_spec(multipliers, DTYPE_I32, (1, n)))
+        spec.fuse_rq = 1
     out_q = quant_of(op.results[0])
     spec.requant_mode = MULTIPLIER_SHIFT
     spec.mul_val, spec.shift_val = int(table[0, 1]), -int(table[0, 2])
@@ -191,6 +207,25 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu = 1
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def symmetric(op: Operation) -> bool:
+    """No zero point on the left operand or the result."""
+    quants = (quant_of(op.operands[0]), quant_of(op.results[0]))
+    return all(q is None or q.zero_point == 0 for q in quants)
+
+
+def common_shift(table: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Per-column multipliers over one right shift, as TPU-MLIR's per-channel
+    MatMul lowering gives the fc call (`fuse_rq`, the multipliers a fourth
+    operand): m << (s − r) over the largest shift s, exact when every one
+    stays below 2**31, else None."""
+    rshift = table[:, 2].astype(np.int64)
+    shift = int(rshift.max())
+    scaled = table[:, 1].astype(np.int64) << (shift - rshift)
+    if np.any(scaled >= 2**31) or np.any(scaled < -(2**31)):
+        return None
+    return scaled.astype(np.int32), shift
 
 
 def per_column_fc(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],

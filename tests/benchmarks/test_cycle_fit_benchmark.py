@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cycle_fit.py"
-FITTED = ("conv", "dwconv", "add", "mul", "act", "softmax", "cast", "move")
-"""Every class but matmul (its int8/16-bit cases measure the native
-lowering's tiling, docs/cost.md) and pool (the median is met; checked too)."""
+FITTED = ("conv", "dwconv", "matmul", "add", "mul", "act", "softmax", "cast", "move")
+"""Every class but pool (the median is met; checked too)."""
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,9 @@ interpreter, bit for bit in every mode:
 - F16/BF16 with a bias: the f32 product plus the f32 bias, cast once;
 - INT8 whose columns share one multiplier (weights scaled alike per
   column): the call's own requant;
-- INT8 per column (tpuc's per-column weight scales), M > 1: the int32
-  product transposed, requant_int per channel, transposed back;
+- INT8 per column (tpuc's per-column weight scales): the call's own
+  requant with the columns' multipliers over one right shift (`fuse_rq`,
+  the multipliers a fourth operand; lowering gives matmul one shift);
 and which call the rule chose."""
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from native_models import matches, native_vs_interp, node
 from onnx import numpy_helper
 
 
-def fc_model(rng, same_columns: bool, bias: bool, transposed: bool = False):
+def fc_model(rng, same_columns: bool, bias: bool, transposed: bool = False, binade=False):
     w = (rng.standard_normal((32, 80)) * 0.2).astype("f4")
     if same_columns:
         w = w / np.abs(w).max(axis=0, keepdims=True)
+    if binade:  # column scales within one power of two: one right shift for all
+        w = w / np.abs(w).max(axis=0, keepdims=True) * rng.uniform(1.0, 1.15, 80).astype("f4")
     b = (rng.standard_normal(80) * (0.01 if same_columns else 1.0)).astype("f4")
     if transposed:
         nodes = [node("Gemm", ["x", "W"], ["y"], transB=1)]
@@ -61,7 +64,8 @@ CASES = {
     "bf16 bias": ("BF16", False, True, False, "backend_api_fc_global"),
     "int8 one multiplier": ("INT8", True, True, False, "backend_api_fc_global"),
     "int8 one multiplier, transB": ("INT8", True, False, True, "backend_api_fc_global"),
-    "int8 per column": ("INT8", False, True, False, "backend_api_transpose_global"),
+    "int8 per column": ("INT8", False, True, False, "backend_api_fc_global"),
+    "int8 per column, one shift": ("INT8", "binade", False, False, "backend_api_fc_global"),
 }
 
 
@@ -69,13 +73,12 @@ CASES = {
 def test_fc_call(tmp_path, case):
     mode, same, bias, transposed, function = CASES[case]
     rng = np.random.default_rng(5)
-    nodes, inits = fc_model(rng, same, bias, transposed)
+    nodes, inits = fc_model(rng, same is True, bias, transposed, binade=same == "binade")
     feeds = {"x": rng.standard_normal((4, 32)).astype("f4")}
     run = native_vs_interp(tmp_path, nodes, feeds, ["y"], mode, inits)
     matches(run.got, run.expected, "INT8")  # bit for bit, floats too
     (tmp_path / "calls").mkdir()
     used = functions(tmp_path / "calls", nodes, feeds, inits, mode)
     assert "backend_api_fc_global" in used and function in used
-    if function == "backend_api_transpose_global":
-        assert "backend_api_requant_int_global" in used
-    assert "backend_api_conv_global" not in used
+    # per column: the multipliers in the call (fuse_rq), no transposes, no requant pass
+    assert used == {"backend_api_fc_global"} or mode != "INT8"

@@ -17,7 +17,8 @@
 // 0.02/(0.005·4) = 1
 // BM:      "tpu.Pool2D"{{.*}}pool_mode = "Avg", multiplier = [128 : i64], rshift = [7 : i64], round_mode = "HalfUp"
 // BM-SAME: -> tensor<1x3x1x1x!quant.uniform<i8:f32, 0.005>>
-// BM:      "tpu.MatMul"{{.*}}multiplier = [1352745605 : i64, 1352745605 : i64, 1073741824 : i64], rshift = [38 : i64, 37 : i64, 31 : i64]
+// One right shift for the matmul's columns (the smallest): 1352745605 / 2^7, / 2^6 rounded.
+// BM:      "tpu.MatMul"{{.*}}multiplier = [10568325 : i64, 21136650 : i64, 1073741824 : i64], rshift = [31 : i64, 31 : i64, 31 : i64]
 // BM-SAME: (tensor<2x2x!quant.uniform<i8:f32, 0.01>>, tensor<2x3xsi8>, none) -> tensor<2x3x!quant.uniform<u8:f32, 0.0199{{[0-9]*}}>>
 
 // CV:      "tpu.Conv2D"{{.*}}multiplier = [65 : i64, 64 : i64, 81 : i64], rshift = [15 : i64, 7 : i64, 13 : i64]

@@ -233,8 +233,10 @@ def test_matmul_weight_per_column_with_bias(transpose):
     assert q.tolist() == [[127, -5, 0], [51, 127, 0]]
     # bias / (S_in·S_w) = 0.1·127/0.0125, -0.2·127/0.025, 0.3/0.01
     assert low.weight(mm, 2).tolist() == [1016, -1016, 30]
-    # S_out = 0.04: scales (80/127)·2^-8, (80/127)·2^-7, 0.25
-    assert requant(mm) == ([1352745605, 1352745605, 2**30], [39, 38, 32])
+    # S_out = 0.04: scales (80/127)·2^-8, (80/127)·2^-7, 0.25 as Q31 mantissas
+    # 1352745605·2^-39, 1352745605·2^-38, 2^30·2^-32, then over one right
+    # shift (the smallest, 32: the fc call's per-column requant): / 2^7, / 2^6
+    assert requant(mm) == ([(1352745605 + 64) >> 7, (1352745605 + 32) >> 6, 2**30], [32] * 3)
     assert mm.value("right_transpose") is transpose
 
 

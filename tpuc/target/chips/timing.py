@@ -84,6 +84,7 @@ class Timing:
     overhead: Mapping[Unit, int] = field(default_factory=dict)  # extra cycles per command
     dma_burst_cycles: Fraction = Fraction(0)  # least cycles of one row burst of a strided move
     dma_element_cycles: Fraction = Fraction(0)  # per element of a transposing move
+    row_cycles: Mapping[int, int] = field(default_factory=dict)  # bytes -> per matmul out row
 
     def rate(self, unit: Unit, element_bytes: int) -> Fraction:
         """Ops per cycle of `unit` on elements of `element_bytes` (wider: 4)."""
@@ -134,6 +135,10 @@ BM1684X = Timing(
     overhead={Unit.NORM: 370},  # fit: softmax's fixed kernel cost
     dma_burst_cycles=Fraction(98, 10),  # fit: a strided slice costs ~9.8 cycles per row
     dma_element_cycles=Fraction(9, 100),  # fit: a permute ~0.09 cycles per element
+    # fit: the vendor's fc call costs per row of its result (M) beyond its MACs:
+    # 64x256x256 and 256x64x64 take 3.3k/4.4k (int8), 4.3k/3.5k (f16),
+    # 49k/28k (f32) cycles: 256 rows of 64 cost more than 64 rows of 256
+    row_cycles={1: 12, 2: 6, 4: 60},
 )
 
 

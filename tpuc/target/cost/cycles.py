@@ -5,7 +5,8 @@ by the unit's peak ops per cycle for its element width (rounded up); a DMA
 task costs the fixed GDMA latency plus its bytes divided by the bandwidth of
 its direction, or, when a strided move's rows are short, a minimum per row
 burst, plus a cost per element of a transposing move. A conv
-pays for the lanes and the cube's input-channel step it leaves empty; other
+pays for the lanes and the cube's input-channel step it leaves empty, a
+matmul a fixed cost per row of its result; other
 units are assumed full; bank conflicts are not modelled. The figures are
 fitted to the vendor's cycles (benchmarks/cycle_fit.py, tpuc/target/chips/timing.py).
 """
@@ -42,6 +43,7 @@ class Task:
     inner: int = 0  # conv: input channels per group (0: the cube is assumed full)
     runs: int = 0  # DMA: row bursts of a strided move (its contiguous runs; 0: one)
     scattered: int = 0  # DMA: elements a transposing move reads or writes one at a time
+    rows: int = 0  # matmul: rows of the result (M), each with a fixed cost
 
     @property
     def engine(self) -> str:
@@ -60,6 +62,7 @@ def cycles(task: Task, timing: Timing) -> int:
     if task.unit in (Unit.SFU, Unit.NORM):
         ops *= timing.sfu_ops_per_element
     fixed = timing.tiu_issue_cycles + timing.overhead.get(task.unit, 0)
+    fixed += task.rows * timing.row_cycles.get(task.element_bytes, 0)
     return fixed + math.ceil(ops / timing.rate(task.unit, task.element_bytes))
 
 

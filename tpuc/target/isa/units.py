@@ -83,7 +83,8 @@ def engine_task(cmd: Command) -> Task:
     if code == isa.TIU_MATMUL:
         inp, out = cmd.operands[0], cmd.results[0]
         work = elements(out) * (inp.shape[-1] if inp.shape else 1)
-        return Task(unit, work, element_bytes(inp.dtype))
+        rows = elements(out) // max(out.shape[-1], 1) if out.shape else 1
+        return Task(unit, work, element_bytes(inp.dtype), rows=rows)
     if code == isa.TIU_POOL:
         unit = Unit.AVGPOOL if block.mode == isa.POOL_AVG else unit
         return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
