@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from native_models import native_vs_interp, node
+from native_models import native_vs_interp, node, one_weighted_op_bit_exact
 
 E25 = 2.0**25
 
@@ -80,11 +80,6 @@ def test_depthwise_bit_exact(tmp_path, mode, case):
     x = rnd(rng.standard_normal((1, c, side, side)).astype(np.float32)).astype(np.float32)
     w = rnd(rng.standard_normal((c, 1, k, k)).astype(np.float32)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32)
-    nodes = [node("Conv", ["a", "w", "b"], ["y"], kernel_shape=[k, k], group=c, **spec)]
-    got, expected, kinds, _ = native_vs_interp(
-        tmp_path, nodes, {"a": x}, ["y"], mode, inits=[("w", w), ("b", b)]
+    one_weighted_op_bit_exact(
+        tmp_path, "Conv", "tpu.Conv2D", mode, x, w, b, kernel_shape=[k, k], group=c, **spec
     )
-    assert "tpu.Conv2D" in kinds
-    chip, tpuc = np.asarray(got["y"]), np.asarray(expected["y"]).reshape(np.shape(got["y"]))
-    same = np.count_nonzero(chip == tpuc)
-    assert same == chip.size, f"{same} of {chip.size} equal"

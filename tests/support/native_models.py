@@ -204,3 +204,17 @@ def matches(got: dict, expected: dict, mode: str) -> None:
     from tpuc.tools.deploy_native import FLOAT_COSINE
 
     within(got, expected, None if mode == "INT8" else FLOAT_COSINE)
+
+
+def one_weighted_op_bit_exact(tmp: Path, op_type: str, kind: str, mode: str, x, w, b,
+                              **attrs) -> None:  # fmt: skip
+    """The one-op model `op_type(a, w, b)` natively and in the TPU interpreter:
+    the TPU op `kind` is there and every output value is equal."""
+    nodes = [node(op_type, ["a", "w", "b"], ["y"], **attrs)]
+    got, expected, kinds, _ = native_vs_interp(
+        tmp, nodes, {"a": x}, ["y"], mode, inits=[("w", w), ("b", b)]
+    )
+    assert kind in kinds
+    chip, tpuc = np.asarray(got["y"]), np.asarray(expected["y"]).reshape(np.shape(got["y"]))
+    same = np.count_nonzero(chip == tpuc)
+    assert same == chip.size, f"{same} of {chip.size} equal"
