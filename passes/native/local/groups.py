@@ -37,7 +37,7 @@ from tpuc.ir.core import tensor_names
 from tpuc.passes.address_assign import address_of, align_up, set_address
 from tpuc.passes.layer_group.group import GroupPlan as IrPlan
 from tpuc.passes.layer_group.search import Planner
-from tpuc.passes.native.context import NativeContext, NotExpressible, is_float
+from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, quant_of
 from tpuc.passes.native.local.chain import plan_chain
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
 from tpuc.passes.native.local.plan import GroupPlan, Slice
@@ -54,9 +54,18 @@ HELD_BACK: dict[type, str] = {
 }
 
 
-def is_held_back(op) -> bool:
-    """Whether the planner keeps `op` out of native groups (HELD_BACK; INT8 only)."""
-    return type(op) in HELD_BACK and not is_float(op.results[0])
+ASYMMETRIC = "asymmetric INT8 is not grouped yet (wrong in a conv-pool-fc chain's groups)"
+
+
+def held_back(op) -> str | None:
+    """Why the planner keeps `op` out of native groups (HELD_BACK, INT8 only;
+    any zero point: tests/native/test_asymmetric.py's chain differed grouped),
+    else None."""
+    if any(q is not None and q.zero_point for q in map(quant_of, (*op.operands, *op.results))):
+        return ASYMMETRIC
+    if type(op) in HELD_BACK and not is_float(op.results[0]):
+        return HELD_BACK[type(op)]
+    return None
 
 
 class PricingContext(NativeContext):
@@ -106,9 +115,10 @@ class NativePlanner(Planner):
 
     def _native(self, found: IrPlan) -> GroupPlan | str:
         secs = found.secs
-        held_back = next((op for op in found.graph.ops if is_held_back(op)), None)
-        if held_back is not None:
-            return f"native: {tensor_names(held_back)[0]}: {HELD_BACK[type(held_back)]}"
+        for op in found.graph.ops:
+            reason = held_back(op)
+            if reason is not None:
+                return f"native: {tensor_names(op)[0]}: {reason}"
         if secs.w > 1:
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
