@@ -13,7 +13,7 @@ count.
     python benchmarks/calibration.py [--counts 10,20,40] [--model resnet50] [--anchors DIR]
         [--before]
 
---before also runs each count with the interpreter's native path off
+--before also runs each count with the interpreter's onnxruntime path off
 (TPUC_NATIVE=0: every TOP op in numpy, as before issue 20), prints both
 times and peaks, and how far the two tables' thresholds are apart.
 
@@ -149,7 +149,7 @@ def before_after(args, mlir: Path, work: Path, count: int) -> None:
         start = time.perf_counter()
         result = calibrate(mlir, work / "samples", count, table, args.tune_num, native)
         runs[native] = (time.perf_counter() - start, result["peak_mb"], table)
-        label = "native path (after) " if native else "numpy path (before)"
+        label = "onnxruntime path (after) " if native else "numpy path (before)"
         wall, peak, _ = runs[native]
         print(
             f"{args.model}: {count:3d} samples, kl + tune {args.tune_num}, {label}: "

@@ -18,7 +18,7 @@ of the zoo's light architecture. Each model is timed twice: a plain run
 as verification observes them). --before also times the numpy path
 (TPUC_NATIVE=0, every op in numpy); --families prints where the time goes
 per op family against onnxruntime's profiler (per node type, mapped to TOP
-names): for the native path from onnxruntime's profile of tpuc's own
+names): for the onnxruntime path from onnxruntime's profile of tpuc's own
 sessions, and with --before for the numpy path (each op timed in a run of
 its own). The last lines are `ratio[<model>]=...` and `ratio=<first model's>`.
 """
@@ -174,7 +174,7 @@ def node_events(profiles: list[str]) -> list[dict]:
 
 
 def native_families(module, store, inputs, runs: int) -> dict[str, float]:
-    """Per TOP op family ms of the native path: onnxruntime's profile of its
+    """Per TOP op family ms of the onnxruntime path: onnxruntime's profile of its
     sessions, node '<TOP tensor>#k' counted for that tensor's op (nodes
     onnxruntime adds, e.g. NCHWc reorders, under their own type); the mean
     over `runs` plain runs after one warm-up."""
@@ -267,7 +267,7 @@ def bench_model(args, name: str) -> float:
         )
     if args.families:
         reference = ort_families(onnx_path, inputs, args.threads, args.runs)
-        print("  per op family, native path (onnxruntime's profile of tpuc's sessions):")
+        print("  per op family, onnxruntime path (onnxruntime's profile of tpuc's sessions):")
         print_families(native_families(module, store, inputs, args.runs), reference)
         if args.before:
             print("  per op family, numpy path (each op timed in a run of its own):")

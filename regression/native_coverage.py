@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The TOP interpreter's native path against its numpy path, over every
+"""The TOP interpreter's onnxruntime path against its numpy path, over every
 model codegen_coverage.py uses: ONNX's single-node backend cases, the
 whole models the onnx package ships (the nine light networks with seeded
 weights) and the demo model.
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ran = len(cases) - sum(skipped.values())
     print(f"{len(cases)} cases: {ran} ran, {sum(skipped.values())} rejected before running")
     print("ops run natively: " + ", ".join(f"{k} {v}" for k, v in native_ops.most_common()))
-    print(f"{len(failed)} cases where the native path differs or fails")
+    print(f"{len(failed)} cases where the onnxruntime path differs or fails")
     return 1 if failed else 0
 
 

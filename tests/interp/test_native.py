@@ -1,4 +1,4 @@
-"""The native path of the TOP interpreter (runs of ops as onnxruntime
+"""The onnxruntime path of the TOP interpreter (runs of ops as onnxruntime
 sessions) against its numpy kernels, op by op: each case must be taken by
 an export rule (not left to numpy) and agree with the kernel to float32
 rounding; declined variants still run (in numpy); every tensor stays

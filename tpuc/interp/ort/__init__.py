@@ -1,4 +1,4 @@
-"""The TOP interpreter's native path: runs of TOP ops whose kernel-library
+"""The TOP interpreter's onnxruntime path: runs of TOP ops whose kernel-library
 records have an ONNX form are executed as one onnxruntime session each
 (its MLAS kernels are several times faster than numpy + BLAS for
 convolutions), every TOP tensor still observable as a graph output.

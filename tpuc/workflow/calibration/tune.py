@@ -80,7 +80,7 @@ class Tuner:
         self.index = {step.op: i for i, step in enumerate(interp.steps)}
         self.arena = interp.executor.arena  # where the kernels' outputs come from
         # int8 and scales, filled on first use: a float copy of every weight
-        # would cost as much memory as the native path's sessions
+        # would cost as much memory as the onnxruntime path's sessions
         self.fake_weights: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.candidates: dict[int, list[Candidate]] = {}
         for i, step in enumerate(interp.steps):
