@@ -32,7 +32,16 @@ VECTORS = [
     (
         isa.TIU_ARITH,
         isa.ArithBlock(isa.ARITH_SUB, 2, (3, -2), REQ),
-        "01 02 00 00  03 00 00 00  fe ff ff ff  00 00 00 00  00 00 00 00" + REQ_BYTES,
+        "01 02 00 00  03 00 00 00  fe ff ff ff  00 00 00 00  00 00 00 00"
+        + REQ_BYTES
+        + " 00 00 00 00",  # term rshifts 0 (the sum shifted once): a block written before them
+    ),
+    (  # bm168x's Add: u8 multipliers, each term rounded by its own rshift after the requant
+        isa.TIU_ARITH,
+        isa.ArithBlock(isa.ARITH_ADD, 2, (197, 206), REQ, (7, 6)),
+        "00 02 00 00  c5 00 00 00  ce 00 00 00  00 00 00 00  00 00 00 00"
+        + REQ_BYTES
+        + " 07 06 00 00",
     ),
     (
         isa.TIU_MATMUL,
