@@ -321,6 +321,8 @@ def test_block_tables_match_structs(opcode):
     expected = struct_items(layout.fmt.format)
     if layout.requant:
         expected.append((layout.fmt.size, isa.REQUANT.size, "requant"))
+    if layout.tail_fmt:  # fields added after the requant sub-block
+        expected += struct_items(layout.tail_fmt.format, layout.size - layout.tail_fmt.size)
     rows = [(o, s, "requant" if c == f"{isa.REQUANT.size}x" and o == layout.fmt.size else c)
             for o, s, c in doc_rows(BLOCK_TITLES[opcode])]  # fmt: skip
     assert rows == expected
