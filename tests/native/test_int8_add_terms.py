@@ -32,9 +32,9 @@ def formula(kind: str, qa, qb, factors, relu: bool, low: int, high: int) -> np.n
     return np.clip(total, low, high)
 
 
-def with_factors(factors, relu: bool, seen: dict):
+def with_factors(factors, relu: bool, seen: dict, unsigned: bool = False):
     """A native_vs_interp tweak: the Add/Sub gets these (M, r) per input;
-    `seen["scale"]` is its output's scale."""
+    `seen["scale"]` is its output's scale (i8; `unsigned`: u8 inputs)."""
 
     def tweak(module) -> None:
         from tpuc.dialects import tpu
@@ -48,7 +48,12 @@ def with_factors(factors, relu: bool, seen: dict):
                 op.set_value("round_mode", "HalfUp")
                 op.set_value("do_relu", relu)
                 out = QuantParams.of(element_of(op.results[0]))
-                assert out.zero_point == 0 and (out.qmin, out.qmax) == (-128, 127)
+                ins = [QuantParams.of(element_of(v)) for v in op.operands]
+                assert all((q.qmin == 0) == unsigned for q in ins)
+                assert out.zero_point == 0 and (out.qmin, out.qmax) == (
+                    -128 * (not unsigned),
+                    127 + 128 * unsigned,
+                )
                 seen["scale"] = out.scale
 
     return tweak
@@ -82,3 +87,25 @@ def test_int8_add_sub_terms_bit_exact(tmp_path, name):
     tpuc = np.rint(np.asarray(expected["y"], np.float64).reshape(SHAPE) / seen["scale"])
     assert np.array_equal(tpuc, want), f"tpuc: {np.count_nonzero(tpuc != want)} differ"
     assert np.array_equal(chip, want), f"chip: {np.count_nonzero(chip != want)} differ"
+
+
+@pytest.mark.parametrize("factors", [((255, 0), (255, 0)), ((200, 3), (129, 9))],
+                         ids=["wide", "shifted"])  # fmt: skip
+def test_unsigned_inputs_bit_exact(tmp_path, factors):
+    """u8 inputs (ReLU outputs, up to 255) times u8 scales: terms up to
+    65,025, past a signed 16-bit intermediate; the vendor runtime equals
+    the TPU interpreter (whose integer formula the tests above pin)."""
+    a = (QA.reshape(SHAPE) * STEP).astype(np.float32)
+    b = (QB.reshape(SHAPE) * STEP).astype(np.float32)
+    nodes = [node("Relu", ["a"], ["ra"]), node("Relu", ["b"], ["rb"]),
+             node("Add", ["ra", "rb"], ["y"])]  # fmt: skip
+    seen: dict = {}
+    got, expected, kinds, _ = native_vs_interp(
+        tmp_path, nodes, {"a": a, "b": b}, {"y": SHAPE}, "INT8",
+        tweak=with_factors(factors, False, seen, unsigned=True),
+    )  # fmt: skip
+    assert "tpu.Add" in kinds
+    chip = np.asarray(got["y"], np.float32).reshape(SHAPE)
+    tpuc = np.asarray(expected["y"], np.float32).reshape(SHAPE)
+    assert np.array_equal(chip, tpuc), f"{np.count_nonzero(chip != tpuc)} differ"
+    assert np.count_nonzero(tpuc == tpuc.max()) > 1000  # many sums saturate
