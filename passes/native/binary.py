@@ -148,10 +148,11 @@ def int8_add_terms(
 
 
 def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
-    """tpuc's Σ ±(q_i − Z_i)·M_i, requantized once by the shared rshift:
-    bcbinary ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32
-    result in scratch (exact: |Σ| < 2^17; a third input adds onto it, scale
-    1 for the sum), then requant_int_param_t int32 -> the output with
+    """The shared-rshift form (an asymmetric Add/Sub: zero points cannot go
+    into the one-call form), Σ ±(q_i − Z_i)·M_i requantized once: bcbinary
+    ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32 result in
+    scratch (exact: |Σ| < 2^17; a third input adds onto it, scale 1 for the
+    sum), then requant_int_param_t int32 -> the output with
     multiplier 1, shift −r, zx = Σ ±Z_i·M_i, offset Z_out and the op's round
     mode. The zero points go to zx, not izp_A/B: the chip saturates q − izp
     to 8 bits. The fused relu clamps the sum at 0 in the last bcbinary when
