@@ -145,7 +145,7 @@ def test_add_with_weight_and_relu():
     want = [4 / 127 / (5 / 255), 2 / 127 / (5 / 255)]
     got, rshift = add.value("multiplier"), add.value("rshift")
     assert all(m in range(128, 256) for m in got)  # bm1684x: u8 multipliers, one rshift each
-    assert [m / 2**r for m, r in zip(got, rshift)] == pytest.approx(want, rel=1e-2)
+    assert [m / 2**r for m, r in zip(got, rshift, strict=True)] == pytest.approx(want, rel=1e-2)
 
 
 def test_mul_multiplier():
