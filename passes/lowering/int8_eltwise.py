@@ -88,13 +88,20 @@ def term_rshift_form(lw: Lowering, inputs: list, out: QuantParams) -> bool:
     return lw.chip.eltwise_term_rshift and symmetric and not is_pre_quantized(lw.op)
 
 
+TERM_ZERO_RSHIFT = 18
+"""From this rshift on, every 8-bit term |q·M| < 2^16 rounds to 0."""
+
+
 def term_multiplier(scale: float) -> tuple[int, int]:
     """A scale as the chip's u8 multiplier (in [128, 256) where the rshift
     allows) and its own rshift >= 0; a scale of 256 or more saturates any
-    non-zero input anyway: 255, 0."""
+    non-zero input anyway: 255, 0; one so small that every term rounds to 0
+    (rshift >= 18) is 0, 0, the same values in a shift the chip takes."""
     multiplier, rshift = multiplier_rshift(abs(scale), U8_MULTIPLIER_BITS)
     if rshift < 0:
         multiplier, rshift = 255, 0
+    if rshift >= TERM_ZERO_RSHIFT:
+        multiplier, rshift = 0, 0
     return (-multiplier if scale < 0 else multiplier), rshift
 
 

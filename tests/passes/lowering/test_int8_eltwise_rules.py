@@ -101,6 +101,23 @@ def test_add_u8_multipliers_and_coeff():
     assert sub.value("rshift") == [8, 9]
 
 
+def test_term_multiplier_edges():
+    """u8 multiplier and rshift >= 0 per input: 0.8 = 205/2^8; 3 = 192/2^6;
+    a ratio of 256 or more saturates any non-zero term anyway (255, 0);
+    below 2^-10 every 8-bit term rounds to 0, as (0, 0) computes it."""
+    from tpuc.passes.lowering.int8_eltwise import term_multiplier
+
+    assert term_multiplier(0.8) == (205, 8) and term_multiplier(3.0) == (192, 6)
+    assert term_multiplier(-0.8) == (-205, 8)
+    assert term_multiplier(300.0) == (255, 0)
+    m, r = term_multiplier(2.0**-9)
+    assert (m, r) == (128, 16)
+    assert all((q * m + (1 << (r - 1))) >> r in (-1, 0, 1) for q in range(-255, 256))
+    assert term_multiplier(2.0**-11) == (0, 0)
+    m, r = multiplier_rshift(2.0**-11, 9)
+    assert r >= 18 and all((q * m + (1 << (r - 1))) >> r == 0 for q in range(-255, 256))
+
+
 def test_add_asymmetric_keeps_one_rshift():
     """Zero points keep the shared-rshift form on bm1684x (the chip's add
     cannot take them exactly): u8 multipliers, the largest in [128, 256)."""
