@@ -276,18 +276,22 @@ def _arith(op: Operation, layer_id: int) -> list[Command] | None:
         return _float_arith(op, layer_id)
     if count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
         return None
+    rshifts: tuple[int, ...] = ()
     if isinstance(op, tpu.MulOp):
         code, multipliers = isa.ARITH_MUL, ()
         requant = requant_block(op, 1)
     else:
         code = isa.ARITH_SUB if isinstance(op, tpu.SubOp) else isa.ARITH_ADD
         multipliers = tuple(_ints(op, "multiplier", [1] * count))
-        if len(multipliers) != count:
+        rshift = _ints(op, "rshift", [0])
+        if len(multipliers) != count or len(rshift) not in (1, count):
             return None
-        requant = requant_block(op, 1, 1)  # the multipliers are per input
+        # one rshift on the sum, or one per input term (bm168x) and 0 on the sum
+        rshifts, shared = (tuple(rshift), 0) if len(rshift) == count > 1 else ((), rshift[0])
+        requant = requant_block(op, 1, 1, shared)  # the multipliers are per input
     if requant is None:
         return None
-    block = isa.ArithBlock(code, count, multipliers, requant)
+    block = isa.ArithBlock(code, count, multipliers, requant, rshifts)
     operands = [tensor_record(v, op) for v in op.operands]
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_ARITH, block, operands, [out], layer_id)]

@@ -166,9 +166,11 @@ class Run(NamedTuple):
 
 
 def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
-                     opset: int = 14, asymmetric: bool = False) -> Run:  # fmt: skip
+                     opset: int = 14, asymmetric: bool = False,
+                     tweak: Callable | None = None) -> Run:  # fmt: skip
     """The model (tmp/m.onnx, its inputs the feeds) converted, calibrated on
-    the feeds (INT8), lowered, run by the TPU interpreter and natively."""
+    the feeds (INT8), lowered (then `tweak(module)`), run by the TPU
+    interpreter and natively."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -184,6 +186,8 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
     run_passes(module, transform_passes())
     table = cali_table(tmp, module, store, feeds) if mode == "INT8" else None
     lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
+    if tweak is not None:
+        tweak(module)
     kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
     expected = run_tpu(module, store, feeds)
     compiled = native_codegen(module, store, "bm1684x", paths)

@@ -325,80 +325,43 @@ def add_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return []
 
 
-def int8_add_factors(op: Operation) -> tuple[list[int], int]:
-    """(multipliers, rshift) of an INT8 Add the local form writes: u8
-    multipliers, zero points 0 (the global rule's Σ Z·M term would need a
-    broadcast coefficient in local memory), no relu limit."""
-    multipliers = [int(m) for m in op.value("multiplier") or [1, 1]]
-    rshift = [int(r) for r in op.value("rshift") or [0]]
-    if len(multipliers) != 2 or len(rshift) != 1 or not all(0 <= m <= 255 for m in multipliers):
-        raise NotExpressible(f"a local INT8 Add with multipliers {multipliers} >> {rshift}")
-    if any(quant_of(v).zero_point for v in op.operands):
-        raise NotExpressible("a local INT8 Add of asymmetric inputs (not written yet)")
-    limit = op.value("relu_limit")
-    if op.value("do_relu") and limit is not None and float(limit) >= 0:
-        raise NotExpressible(f"a local INT8 Add with relu_limit {limit}")
-    return multipliers, rshift[0]
+def int8_add_factors(op: Operation) -> tuple[list[int], list[int]]:
+    """(u8 multipliers, rshifts) of an INT8 Add in the chip's per-term form
+    (binary.term_factors: zero points 0, no relu limit); the shared-rshift
+    form (asymmetric, pre-quantized) has no local call: the chip's local
+    add rounds each term."""
+    from tpuc.passes.native.binary import term_factors
+
+    factors = term_factors(op)
+    if factors is None:
+        rshift = list(op.value("rshift") or [])
+        raise NotExpressible(f"a local INT8 Add with one rshift on the sum {rshift}")
+    return factors
 
 
 def add_buffer(op: Operation, plan: GroupPlan) -> int:
-    """INT8: the int32 sum of the output slice (the global rule's scratch)."""
+    """INT8: the kernel's 16-bit intermediate terms, twice the output slice's
+    int16 bytes (TPU-MLIR's AddOp::getBufferSize_bm1684x)."""
     if is_float(op.results[0]):
         return 0
     out = plan.tensors[op.results[0]]
-    return out.lane_bytes() * 4 // out.dtype_bytes
-
-
-def int8_add_commands(op: Operation, plan: GroupPlan, step: int) -> list[tuple]:
-    """The global rule's INT8 Add on the slice: q0·M0 into the int32 buffer,
-    + q1·M1 (bcbinary, u8 scales, rshift 0, exact), then requant_int local
-    (multiplier 1, shift −r, the output zero point, the op's round mode)."""
-    from tpuc.passes.native.binary import BINARY_ADD, unsigned
-    from tpuc.passes.native.cast import round_mode
-    from tpuc.passes.native.requant import MULTIPLIER_SHIFT, RequantIntParam
-
-    multipliers, rshift = int8_add_factors(op)
-    info = sec_info(op, plan, step)
-    buffer = plan.local(op).buffer_addr
-    shape = shape_of(op.results[0])
-    ins = [value_spec(plan, v, step) for v in op.operands]
-    first_type = "u32" if unsigned(op.operands[0]) else "i32"
-    commands = []
-    for i, (lhs, rhs) in enumerate(((ins[0], ins[0]), (spec(None, "i32", shape, buffer), ins[1]))):
-        param = BcBinaryLocal()
-        common = param.spec.common
-        common.binary_type = BINARY_ADD
-        common.f8_scale_A = common.f8_scale_B = 1.0
-        common.if_relu = int(bool(op.value("do_relu")) and i == 1)
-        common.relu_upper_limit = -1.0
-        common.scale_A, common.scale_B = (multipliers[0], 0) if i == 0 else (1, multipliers[1])
-        out = spec(None, first_type if i == 0 else "i32", shape, buffer)
-        commands.append(local_command(op, "backend_api_bcbinary_local", param, info,
-                                      [lhs, rhs], [out]))  # fmt: skip
-    p = RequantIntParam()
-    p.input_addr, p.output_addr = buffer, plan.tensors[op.results[0]].addr_at(step)
-    p.n, p.c = info.out_n_slice, nchw(op.results[0])[1]
-    p.h, p.w = info.out_h_slice, info.out_w_slice
-    p.input_dtype, p.output_dtype = dtype_code_of("i32"), dtype_code_of(dtype_name(op.results[0]))
-    p.zx_value, p.offset_value = 0, quant_of(op.results[0]).zero_point
-    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
-    p.mul_value, p.shift_value = 1, -rshift
-    name = getattr(op, "names", ["op"])[0]
-    return [*commands, ("plain_local", name, "backend_api_requant_int_local", p.to_bytes())]
+    return 2 * 2 * out.lane_bytes() // out.dtype_bytes
 
 
 def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    """bcbinary ADD on the slice (Add.cpp's local form); INT8 int8_add_commands."""
+    """bcbinary ADD on the slice (Add.cpp's local form); INT8: u8 scale and
+    rshift per input, each term rounded half up (the global call's contract)."""
     from tpuc.passes.native.binary import BINARY_ADD, relu_fields
 
-    if not is_float(op.results[0]):
-        return int8_add_commands(op, plan, step)
     param = BcBinaryLocal()
     common = param.spec.common
     common.binary_type = BINARY_ADD
     common.if_relu, common.relu_upper_limit = relu_fields(op)
     common.scale_A = common.scale_B = 1
     common.f8_scale_A = common.f8_scale_B = 1.0
+    if not is_float(op.results[0]):
+        (common.scale_A, common.scale_B), (common.rshift_A, common.rshift_B) = int8_add_factors(op)
+        common.relu_upper_limit = -1.0
     param.spec.buffer_addr = plan.local(op).buffer_addr
     info = sec_info(op, plan, step)
     inputs = [value_spec(plan, v, step) for v in op.operands]

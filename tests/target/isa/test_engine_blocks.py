@@ -32,7 +32,16 @@ VECTORS = [
     (
         isa.TIU_ARITH,
         isa.ArithBlock(isa.ARITH_SUB, 2, (3, -2), REQ),
-        "01 02 00 00  03 00 00 00  fe ff ff ff  00 00 00 00  00 00 00 00" + REQ_BYTES,
+        "01 02 00 00  03 00 00 00  fe ff ff ff  00 00 00 00  00 00 00 00"
+        + REQ_BYTES
+        + " 00 00 00 00",  # term rshifts 0 (the sum shifted once): a block written before them
+    ),
+    (  # bm168x's Add: u8 multipliers, each term rounded by its own rshift after the requant
+        isa.TIU_ARITH,
+        isa.ArithBlock(isa.ARITH_ADD, 2, (197, 206), REQ, (7, 6)),
+        "00 02 00 00  c5 00 00 00  ce 00 00 00  00 00 00 00  00 00 00 00"
+        + REQ_BYTES
+        + " 07 06 00 00",
     ),
     (
         isa.TIU_MATMUL,
@@ -312,6 +321,8 @@ def test_block_tables_match_structs(opcode):
     expected = struct_items(layout.fmt.format)
     if layout.requant:
         expected.append((layout.fmt.size, isa.REQUANT.size, "requant"))
+    if layout.tail_fmt:  # fields added after the requant sub-block
+        expected += struct_items(layout.tail_fmt.format, layout.size - layout.tail_fmt.size)
     rows = [(o, s, "requant" if c == f"{isa.REQUANT.size}x" and o == layout.fmt.size else c)
             for o, s, c in doc_rows(BLOCK_TITLES[opcode])]  # fmt: skip
     assert rows == expected

@@ -188,10 +188,20 @@ class MatMulBlock:
 
 @dataclass(frozen=True)
 class ArithBlock:
+    """add/sub: term_i = round((q_i − Z_i)·multipliers[i] / 2^rshifts[i]) by
+    the requant's round mode (rshift 0: exact), Σ ±term_i, then the requant
+    (its multiplier 1). bm168x rounds each term (its rshift on the sum 0);
+    cv18xx and asymmetric Adds shift the exact sum once (rshifts 0)."""
+
     op: int  # ARITH_*
     n_inputs: int
     multipliers: tuple[int, ...]  # per input (add/sub); unused by mul
     requant: RequantBlock
+    rshifts: tuple[int, ...] = ()  # per input (add/sub); () is all 0
+
+    def __post_init__(self):
+        if not self.rshifts:  # one spelling of "no term shifts" (decoding gives zeros)
+            object.__setattr__(self, "rshifts", (0,) * self.n_inputs)
 
 
 @dataclass(frozen=True)
@@ -359,10 +369,13 @@ class Layout:
     cls: type
     items: tuple  # field names / (name, count) before the requant sub-block
     requant: bool
+    tail_fmt: struct.Struct | None = None  # fields appended after the requant sub-block
+    tail: tuple = ()  # (fields added later go here: older blocks read them as 0)
 
     @property
     def size(self) -> int:
-        return self.fmt.size + (REQUANT.size if self.requant else 0)
+        tail = self.tail_fmt.size if self.tail_fmt else 0
+        return self.fmt.size + (REQUANT.size if self.requant else 0) + tail
 
     @property
     def records(self) -> int:
@@ -394,6 +407,8 @@ BLOCKS: dict[int, Layout] = {
         ArithBlock,
         ("op", "n_inputs", ("multipliers", MAX_INPUTS)),
         True,
+        struct.Struct(f"<{MAX_INPUTS}b"),
+        (("rshifts", MAX_INPUTS),),
     ),
     TIU_POOL: Layout(
         struct.Struct(f"<BBBBBB2x{S}I{S}I{2 * S}I"),
@@ -484,6 +499,7 @@ COUNTS = {
     ("pad_ends", ConvBlock): "n_spatial",
     ("output_padding", ConvBlock): "n_output_padding",
     ("multipliers", ArithBlock): "n_inputs",
+    ("rshifts", ArithBlock): "n_inputs",
     ("kernel", PoolBlock): "n_kernel",
     ("strides", PoolBlock): "n_strides",
     ("pads", PoolBlock): "n_pads",
@@ -506,13 +522,10 @@ def block_records(opcode: int) -> int:
     return layout.records if layout else 0
 
 
-def encode_block(opcode: int, block) -> bytes:
-    """The opcode's parameter area: its block, zero-padded to whole records."""
-    layout = BLOCKS[opcode]
-    if not isinstance(block, layout.cls):
-        raise BlockError(f"opcode {opcode:#x} takes a {layout.cls.__name__}")
+def _values(items: tuple, block) -> list:
+    """The struct items of `items` from the block (arrays zero-filled)."""
     values: list = []
-    for item in layout.items:
+    for item in items:
         if isinstance(item, tuple):
             name, count = item
             array = tuple(getattr(block, name))
@@ -521,10 +534,20 @@ def encode_block(opcode: int, block) -> bytes:
             values += [*array, *[0] * (count - len(array))]
         else:
             values.append(getattr(block, item))
+    return values
+
+
+def encode_block(opcode: int, block) -> bytes:
+    """The opcode's parameter area: its block, zero-padded to whole records."""
+    layout = BLOCKS[opcode]
+    if not isinstance(block, layout.cls):
+        raise BlockError(f"opcode {opcode:#x} takes a {layout.cls.__name__}")
     try:
-        data = layout.fmt.pack(*values)
+        data = layout.fmt.pack(*_values(layout.items, block))
         if layout.requant:
             data += REQUANT.pack(*_pack_requant(block.requant))
+        if layout.tail_fmt:
+            data += layout.tail_fmt.pack(*_values(layout.tail, block))
     except struct.error as exc:
         raise BlockError(f"opcode {opcode:#x}: {exc}") from None
     return data + bytes(layout.records * RECORD_BYTES - len(data))
@@ -542,8 +565,11 @@ def decode_block(opcode: int, params: bytes):
             f"parameter block of {len(params)} bytes, {ENGINE_NAMES[opcode]} takes {expected}"
         )
     raw = layout.fmt.unpack_from(params, 0)
+    requant_at = layout.fmt.size
+    if layout.tail_fmt:
+        raw += layout.tail_fmt.unpack_from(params, requant_at + REQUANT.size * layout.requant)
     fields, pos, arrays = {}, 0, {}
-    for item in layout.items:
+    for item in (*layout.items, *layout.tail):
         if isinstance(item, tuple):
             name, count = item
             arrays[name] = raw[pos : pos + count]
@@ -557,7 +583,7 @@ def decode_block(opcode: int, params: bytes):
             raise BlockError(f"{name} count {used} exceeds the block's {len(values)}")
         fields[name] = tuple(values[:used])
     if layout.requant:
-        fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
+        fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, requant_at))
         if fields["requant"].round_mode >= len(ROUND_MODES):
             raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
     if layout.cls is FarithBlock and (

@@ -327,7 +327,7 @@ class EngineStep(Step):
         kernel = {isa.ARITH_ADD: arith.add, isa.ARITH_SUB: arith.sub, isa.ARITH_MUL: arith.mul}[
             b.op
         ]
-        record = arith.Eltwise(inputs, self._requant(b.requant), b.multipliers)
+        record = arith.Eltwise(inputs, self._requant(b.requant), b.multipliers, b.rshifts)
         return record, kernel, tuple(range(len(inputs)))
 
     def _cvt(self, b: isa.CvtBlock):

@@ -235,6 +235,7 @@ def _broadcast(command: Command, count: int) -> Shapes:
 
 def _arith(command: Command, b: isa.ArithBlock) -> Shapes:
     _need(len(command.operands) == b.n_inputs >= 1, f"{len(command.operands)} operands")
+    _need(all(0 <= r < 64 for r in b.rshifts), f"term rshifts {list(b.rshifts)}")
     return _broadcast(command, b.n_inputs)
 
 
