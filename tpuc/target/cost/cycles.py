@@ -4,10 +4,11 @@ A compute task costs the chip's fixed TIU issue cycles plus its ops divided
 by the unit's peak ops per cycle for its element width (rounded up); a DMA
 task costs the fixed GDMA latency plus its bytes divided by the bandwidth of
 its direction, or, when a strided move's rows are short, a minimum per row
-burst, plus a cost per element of a transposing move. A conv
-pays for the lanes and the cube's input-channel step it leaves empty, a
-matmul a fixed cost per row of its result; other
-units are assumed full; bank conflicts are not modelled. The figures are
+burst, plus a cost per element of a transposing move (less when it stays
+within lanes). A conv pays for the lanes and the cube's input-channel step
+it leaves empty, a matmul a fixed cost per row of its result; other units
+are assumed full; a 16-bit kernel the chip runs in f32 pays for its casts
+(`widened`); bank conflicts are not modelled. The figures are
 fitted to the vendor's cycles (benchmarks/cycle_fit.py, tpuc/target/chips/timing.py).
 """
 
@@ -76,8 +77,11 @@ def widened(task: Task, timing: Timing) -> int:
     """A 16-bit kernel the chip runs in f32 between two casts through DDR
     (`Timing.widened`): the f32 kernel plus, per cast, a TIU conversion, a
     load and a store; each converted element is read or written once at 2
-    and once at 4 bytes, half of it on the load and half on the store path."""
+    and once at 4 bytes, half of it on the load and half on the store path.
+    A task that converts nothing (a layer group's local op) is the f32 kernel."""
     wide = cycles(replace(task, element_bytes=4), timing)
+    if not task.converted:
+        return wide
     per_element = 3 * (
         1 / timing.dma[Direction.DDR_TO_LMEM] + 1 / timing.dma[Direction.LMEM_TO_DDR]
     )
