@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from xdsl.ir import Operation
 
@@ -212,6 +213,11 @@ def conv_backward(op: Operation, out: Slice) -> Slice:
     return window_backward(op, out, kh, sh, dh, (op.value("pads") or [0, 0, 0, 0])[0])
 
 
+_PACKED: WeakKeyDictionary = WeakKeyDictionary()
+"""An INT8 convolution's packed coefficients (weights are final once groups
+are planned), for as long as the op lives."""
+
+
 def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     """The global rule's coefficients: INT8 the merged requant | bias |
     filter per lane; F16/BF16 the filter in blocks of 32 input channels and
@@ -229,10 +235,13 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     conv_check(op)
     oc = shape_of(op.results[0])[1]
     if quant_of(op.operands[0]) is not None:
-        table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
-        zp = quant_of(op.results[0]).zero_point
         depthwise = is_depthwise(op)
-        coeff = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
+        coeff = _PACKED.get(op)
+        if coeff is None:  # the planner prices an op's groups many times: pack it once
+            table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
+            zp = quant_of(op.results[0]).zero_point
+            coeff = _PACKED[op] = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
+            coeff.flags.writeable = False  # shared: Coeffs.add finds it again by identity
         addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
     dtype = dtype_name(op.operands[0])

@@ -79,6 +79,40 @@ def test_a_copy_is_one_move_in_its_direction():
     assert phase.task.scattered == 32  # the source is read one element at a time
 
 
+def pool_1x1(dtype: str, channels: int) -> Command:
+    """A global average pooling of a 7x7 map: one element per channel stored."""
+    block = isa.PoolBlock(
+        isa.POOL_AVG, 0, 2, 2, 4, (7, 7), (7, 7), (0, 0, 0, 0), isa.RequantBlock()
+    )
+    params = isa.encode_block(isa.TIU_POOL, block)
+    inp = TensorRecord(0x1000, dtype, (1, channels, 7, 7))
+    out = TensorRecord(0x200000, dtype, (1, channels, 1, 1))
+    header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, len(params) // RECORD_BYTES)
+    return Command(header, [inp], [out], params)
+
+
+def test_a_pooled_map_of_one_element_is_stored_a_row_per_channel():
+    # f32: 256 rows of 4 B, each narrower than a burst (1x1 maps)
+    assert command_phases(pool_1x1("f32", 256))[-1].task.runs == 256
+    # int8: consecutive channels share a lane, one row per lane
+    assert command_phases(pool_1x1("i8", 256))[-1].task.runs == 64
+    # a wide map streams: a global conv's 56x56 rows cost their bytes only
+    assert command_phases(conv())[-1].task.runs == 0
+
+
+def test_a_permute_within_lanes_shuffles_one_across_lanes_scatters():
+    def move(strides):
+        src = TensorRecord(0x1000, "f32", (1, 16, 28, 28), strides)
+        dst = TensorRecord(0x100000, "f32", (1, 16, 28, 28))
+        return command_phases(Command(Header(isa.GDMA_MOVE, ENGINE_GDMA, 1, 0, 1, 1, 0),
+                                      [src], [dst]))[0].task  # fmt: skip
+
+    within = move((12544, 784, 1, 28))  # order 0, 1, 3, 2: each channel's map transposed
+    assert (within.shuffled, within.scattered) == (12544, 0)
+    across = move((12544, 1, 448, 16))  # channels moved inward
+    assert (across.shuffled, across.scattered) == (0, 12544)
+
+
 def test_unknown_opcode():
     cmd = conv()
     cmd.header = Header(0x3FF, TIU_CODE, 1, 0, 2, 1, 1)
