@@ -4,7 +4,9 @@ priced by the vendor, read back from the group IR.
 Planning (`plan_native_groups`) runs the layer-group pass's search
 (`passes/layer_group`: base groups, opt=1 greedy or opt=2 DP) with a
 `NativePlanner`: a run is a group only when tpuc's planner can slice it
-AND the native local rules can write it with those slice counts
+AND the native local rules can write it at some slice counts (tpuc's
+planner's own, then twice as many H, then N, slices while the vendor's
+price falls)
 (`chain.plan_chain`: an op without a local rule, a W split, a tensor read
 with two slicings or a group whose buffers cannot each have banks of
 their own is refused: packed groups gave wrong values in the vendor
@@ -35,6 +37,7 @@ from tpuc.base.errors import TpucError
 from tpuc.dialects import tpu
 from tpuc.ir.core import tensor_names
 from tpuc.passes.address_assign import address_of, align_up, set_address
+from tpuc.passes.layer_group.group import GroupInvalid, max_secs, plan_group_at
 from tpuc.passes.layer_group.group import GroupPlan as IrPlan
 from tpuc.passes.layer_group.search import Planner
 from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, quant_of
@@ -98,7 +101,7 @@ class NativePlanner(Planner):
 
     ctx: NativeContext | None = None
     pricer: GroupPricer | None = None
-    native: dict[tuple[int, int], GroupPlan | str] = field(default_factory=dict)
+    native: dict[tuple[int, int], tuple[IrPlan, GroupPlan] | str] = field(default_factory=dict)
     global_prices: dict[int, int] = field(default_factory=dict)
 
     def plan(self, first: int, last: int) -> IrPlan | str:
@@ -107,24 +110,52 @@ class NativePlanner(Planner):
             return found
         key = (first, last)
         if key not in self.native:
-            self.native[key] = self._native(found)
-        local = self.native[key]
-        if isinstance(local, str):
-            return local
-        return replace(found, cycles=self.pricer.price_plan(local, self.ctx))
+            self.native[key] = self._cheapest(found)
+        chosen = self.native[key]
+        return chosen if isinstance(chosen, str) else chosen[0]
 
-    def _native(self, found: IrPlan) -> GroupPlan | str:
-        secs = found.secs
+    def _cheapest(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
+        """The slice counts with the fewest vendor cycles: the planner's own
+        (the fewest that fit tpuc's layout), then twice as many H slices
+        (N likewise when the batch allows) while the price keeps falling or
+        the native plan does not fit yet — more slices overlap more of the
+        loads and stores with compute and need smaller buffers, at the cost
+        of halo rows and per-slice overheads that only the vendor's cycles
+        weigh. The IR plan carries the chosen counts and the price."""
         for op in found.graph.ops:
             reason = held_back(op)
             if reason is not None:
                 return f"native: {tensor_names(op)[0]}: {reason}"
+        best = self._priced(found)
+        bound = max_secs(found.graph)
+        for axis in ("h", "n"):
+            current = found if isinstance(best, str) else best[0]
+            while current.secs.of(axis) * 2 <= bound.of(axis):
+                secs = replace(current.secs, **{axis: current.secs.of(axis) * 2})
+                try:
+                    current = plan_group_at(current, secs, self.timing)
+                except GroupInvalid:
+                    break
+                other = self._priced(current)
+                if isinstance(other, str):
+                    continue  # W slices or memory: more slices may still fit
+                if not isinstance(best, str) and other[0].cycles >= best[0].cycles:
+                    break
+                best = other
+        return best
+
+    def _priced(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
+        """The IR plan with the vendor's cycles and its native plan, or why
+        the native rules cannot write it."""
+        secs = found.secs
         if secs.w > 1:
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
-            return plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=False)
+            local = plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n,
+                               packed=False)  # fmt: skip
         except TpucError as exc:
             return f"native: {exc}"
+        return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
 
     def cost(self, first: int, last: int) -> float:
         if first != last:
