@@ -127,3 +127,30 @@ def lowered(work: Path, mlir: str, table: str, mode: str, asymmetric: bool = Fal
         if isinstance(op, (tpu.Conv2DOp, tpu.AddOp, tpu.Pool2DOp))
     ]
     return module, expected, inputs, ops
+
+
+def wide_chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of conv(32->64, 3x3, pad 1)+relu, conv(64->64,
+    3x3, pad 1)+relu on 1x32x56x56: big enough planes that the vendor's
+    cycles favour H slices (their loads and stores overlap the convs)."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(11)
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c2"], ["z"]),
+    ]
+    inits = [
+        init("W1", (64, 32, 3, 3), 0.1),
+        init("B1", (64,), 0.5),
+        init("W2", (64, 64, 3, 3), 0.05),
+        init("B2", (64,), 0.5),
+    ]
+    return transformed(work, "wide", nodes, [("x", [1, 32, 56, 56])], "z", inits)
