@@ -6,12 +6,11 @@ Planning (`plan_native_groups`) runs the layer-group pass's search
 `NativePlanner`: a run is a group only when tpuc's planner can slice it
 AND the native local rules can write it at some slice counts (tpuc's
 planner's own, then twice as many H, then N, slices while the vendor's
-price falls)
-(`chain.plan_chain`: an op without a local rule, a W split, a tensor read
-with two slicings or a group whose buffers cannot each have banks of
-their own is refused: packed groups gave wrong values in the vendor
-runtime, docs/layer-group.md); its cost is the vendor library's cycles for the commands it
-would emit, and a global layer's the cycles of its global calls
+price falls; `chain.plan_chain`: an op without a local rule, a W split,
+a tensor read with two slicings or a group over 256 KiB per lane is
+refused, and a group with an INT8 Add must give each buffer banks of its
+own, `packs`); its cost is the vendor library's cycles for the commands
+it would emit, and a global layer's the cycles of its global calls
 (`emit.GroupPricer`, TPU-MLIR's CycleCalculator, cached). The chosen groups
 are attached as tpu.Group ops with those cycles, so `_final.mlir` shows
 what the vendor priced. Before address-assign nothing has an address, so
@@ -58,6 +57,16 @@ HELD_BACK: dict[type, str] = {
 
 
 ASYMMETRIC = "asymmetric INT8 is not grouped yet (wrong in a conv-pool-fc chain's groups)"
+
+
+def packs(ops) -> bool:
+    """Whether a group may pack its local buffers (first-fit, a TIU op's
+    operands on different banks) rather than give each banks of its own:
+    not with an INT8 Add, whose requant_int_local writes up to 64 bytes
+    per lane past its 8-bit result (packed, that clobbered the neighbouring
+    ring slot: tests/native/test_local_groups.py's conv+add chain; padding
+    the result by one EU row made it exact)."""
+    return not any(isinstance(op, tpu.AddOp) and not is_float(op.results[0]) for op in ops)
 
 
 def held_back(op) -> str | None:
@@ -151,8 +160,8 @@ class NativePlanner(Planner):
         if secs.w > 1:
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
-            local = plan_chain(found.graph.ops, self.ctx, hsecs=secs.h, nsecs=secs.n,
-                               packed=False)  # fmt: skip
+            ops = found.graph.ops
+            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops))
         except TpucError as exc:
             return f"native: {exc}"
         return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
@@ -226,7 +235,7 @@ def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
     ctx = NativeContext(flat)
     plans = []
     for ops, n, h, stored in found:
-        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=False)
+        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops))
         for value, slices in stored.items():
             if list(plan.tensors[value].slices) != slices:
                 raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
