@@ -130,9 +130,10 @@ def lowered(work: Path, mlir: str, table: str, mode: str, asymmetric: bool = Fal
 
 
 def wide_chain_onnx(work: Path) -> tuple[str, str]:
-    """(mlir, cali table) of conv(32->64, 3x3, pad 1)+relu, conv(64->64,
-    3x3, pad 1)+relu on 1x32x56x56: big enough planes that the vendor's
-    cycles favour H slices (their loads and stores overlap the convs)."""
+    """(mlir, cali table) of a sigmoid (a global layer: a LUT in INT8), then
+    conv(32->64, 3x3, pad 1)+relu, conv(64->64, 3x3, pad 1)+relu on
+    1x32x56x56: big enough planes that the vendor's cycles favour H slices
+    (their loads and stores overlap the convs)."""
     from native_models import transformed
 
     rng = np.random.default_rng(11)
@@ -142,7 +143,8 @@ def wide_chain_onnx(work: Path) -> tuple[str, str]:
 
     node = helper.make_node
     nodes = [
-        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Sigmoid", ["x"], ["s"]),
+        node("Conv", ["s", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
         node("Relu", ["c1"], ["r1"]),
         node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3]),
         node("Relu", ["c2"], ["z"]),

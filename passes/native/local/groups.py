@@ -5,8 +5,9 @@ Planning (`plan_native_groups`) runs the layer-group pass's search
 (`passes/layer_group`: base groups, opt=1 greedy or opt=2 DP) with a
 `NativePlanner`: a run is a group only when tpuc's planner can slice it
 AND the native local rules can write it at some slice counts (tpuc's
-planner's own, then twice as many H, then N, slices while the vendor's
-price falls; `chain.plan_chain`: an op without a local rule, a W split,
+planner's own, or the first doubling of H, then N, slices where the native
+buffers fit; once the search has kept a group, `refine` doubles its
+slices while the vendor's price falls; `chain.plan_chain`: an op without a local rule, a W split,
 a tensor read with two slicings or a group over 256 KiB per lane is
 refused, and a group with an INT8 Add must give each buffer banks of its
 own, `packs`); its cost is the vendor library's cycles for the commands
@@ -124,34 +125,51 @@ class NativePlanner(Planner):
         return chosen if isinstance(chosen, str) else chosen[0]
 
     def _cheapest(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
-        """The slice counts with the fewest vendor cycles: the planner's own
-        (the fewest that fit tpuc's layout), then twice as many H slices
-        (N likewise when the batch allows) while the price keeps falling or
-        the native plan does not fit yet — more slices overlap more of the
-        loads and stores with compute and need smaller buffers, at the cost
-        of halo rows and per-slice overheads that only the vendor's cycles
-        weigh. The IR plan carries the chosen counts and the price."""
+        """The native plan at tpuc's planner's slice counts (the fewest that
+        fit tpuc's layout), or, when the native buffers do not fit there, at
+        the first doubling of H (then N) slices where they do; the IR plan
+        carries the counts and the vendor's price. More slices are priced
+        only for the runs the search keeps (`refine`)."""
         for op in found.graph.ops:
             reason = held_back(op)
             if reason is not None:
                 return f"native: {tensor_names(op)[0]}: {reason}"
         best = self._priced(found)
-        bound = max_secs(found.graph)
         for axis in ("h", "n"):
-            current = found if isinstance(best, str) else best[0]
-            while current.secs.of(axis) * 2 <= bound.of(axis):
-                secs = replace(current.secs, **{axis: current.secs.of(axis) * 2})
-                try:
-                    current = plan_group_at(current, secs, self.timing)
-                except GroupInvalid:
-                    break
+            current = found
+            while isinstance(best, str) and (current := self._doubled(current, axis)):
+                best = self._priced(current)
+        return best
+
+    def _doubled(self, found: IrPlan, axis: str) -> IrPlan | None:
+        """The IR plan at twice the slices along `axis`, None past the bounds."""
+        if found.secs.of(axis) * 2 > max_secs(found.graph).of(axis):
+            return None
+        secs = replace(found.secs, **{axis: found.secs.of(axis) * 2})
+        try:
+            return plan_group_at(found, secs, self.timing)
+        except GroupInvalid:
+            return None
+
+    def refine(self, first: int, last: int) -> None:
+        """A kept group at twice as many H slices, then N, while the vendor's
+        cycles fall: more slices overlap more of the loads and stores with
+        compute, at the cost of halo rows and per-slice overheads that only
+        the vendor's cycles weigh. (Pricing this for every candidate run of
+        the search tripled squeezenet's compile time for 1.7% fewer cycles.)"""
+        best = self.native.get((first, last))
+        if not isinstance(best, tuple):
+            return
+        for axis in ("h", "n"):
+            current = best[0]
+            while (current := self._doubled(current, axis)) is not None:
                 other = self._priced(current)
                 if isinstance(other, str):
                     continue  # W slices or memory: more slices may still fit
-                if not isinstance(best, str) and other[0].cycles >= best[0].cycles:
+                if other[0].cycles >= best[0].cycles:
                     break
                 best = other
-        return best
+        self.native[(first, last)] = best
 
     def _priced(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
         """The IR plan with the vendor's cycles and its native plan, or why
@@ -195,10 +213,23 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
     clear(module, main_function(module).body.block)
     ctx = PricingContext(module)
 
+    made: list[NativePlanner] = []
+
     def planner(ops, layout, timing) -> NativePlanner:
-        return NativePlanner(ops, layout, timing, ctx=ctx, pricer=pricer)
+        made.append(NativePlanner(ops, layout, timing, ctx=ctx, pricer=pricer))
+        return made[-1]
 
     found = plan_module(module, chip, opt, planner=planner)
+    kept = [(a, b) for a, b in found.runs if b > a]
+    for a, b in kept:
+        made[-1].refine(a, b)
+    plans = [made[-1].plan(a, b) for a, b in kept]
+    found = replace(
+        found,
+        plans=plans,
+        grouped_cycles=int(sum(made[-1].cost(a, b) for a, b in found.runs)),
+        slices=[(p.secs.n, p.secs.h, p.secs.w) for p in plans],
+    )
     attach(module, found.plans, found.grouped_cycles, found.global_cycles)
     return found
 
