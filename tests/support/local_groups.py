@@ -127,3 +127,68 @@ def lowered(work: Path, mlir: str, table: str, mode: str, asymmetric: bool = Fal
         if isinstance(op, (tpu.Conv2DOp, tpu.AddOp, tpu.Pool2DOp))
     ]
     return module, expected, inputs, ops
+
+
+def wide_chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of a sigmoid (a global layer: a LUT in INT8), then
+    conv(32->64, 3x3, pad 1)+relu, conv(64->64, 3x3, pad 1)+relu on
+    1x32x56x56: big enough planes that the vendor's cycles favour H slices
+    (their loads and stores overlap the convs)."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(11)
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Sigmoid", ["x"], ["s"]),
+        node("Conv", ["s", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c2"], ["z"]),
+    ]
+    inits = [
+        init("W1", (64, 32, 3, 3), 0.1),
+        init("B1", (64,), 0.5),
+        init("W2", (64, 64, 3, 3), 0.05),
+        init("B2", (64,), 0.5),
+    ]
+    return transformed(work, "wide", nodes, [("x", [1, 32, 56, 56])], "z", inits)
+
+
+def fire_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of a squeezenet fire module: conv 1x1 8->16 + relu,
+    conv 1x1 16->24 + relu and conv 3x3 16->40 + relu side by side, their
+    channel Concat (inputs of other scales: tpuc's INT8 concat rescales
+    them), conv 1x1 64->32, on 1x8x40x24."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(5)
+
+    def init(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["s"], kernel_shape=[1, 1]),
+        node("Relu", ["s"], ["rs"]),
+        node("Conv", ["rs", "W2", "B2"], ["e1"], kernel_shape=[1, 1]),
+        node("Relu", ["e1"], ["r1"]),
+        node("Conv", ["rs", "W3", "B3"], ["e3"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["e3"], ["r3"]),
+        node("Concat", ["r1", "r3"], ["cat"], axis=1),
+        node("Conv", ["cat", "W4", "B4"], ["y"], kernel_shape=[1, 1]),
+    ]
+    inits = [
+        init("W1", (16, 8, 1, 1), 0.3),
+        init("B1", (16,), 0.5),
+        init("W2", (24, 16, 1, 1), 0.2),
+        init("B2", (24,), 0.5),
+        init("W3", (40, 16, 3, 3), 0.3),
+        init("B3", (40,), 1.0),
+        init("W4", (32, 64, 1, 1), 0.1),
+        init("B4", (32,), 0.2),
+    ]
+    return transformed(work, "fire", nodes, [("x", [1, 8, 40, 24])], "y", inits)

@@ -18,6 +18,7 @@ from xdsl.ir import Operation
 from tpuc.base.errors import TpucError
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
+from tpuc.passes.native.local import concat, quantize  # noqa: F401  (register their rules)
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,

@@ -236,13 +236,16 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     oc = shape_of(op.results[0])[1]
     if quant_of(op.operands[0]) is not None:
         depthwise = is_depthwise(op)
+        mode = three_ic(op)
         coeff = _PACKED.get(op)
         if coeff is None:  # the planner prices an op's groups many times: pack it once
             table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
             zp = quant_of(op.results[0]).zero_point
-            coeff = _PACKED[op] = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
+            filt = three_ic_filter(op, mode)
+            coeff = _PACKED[op] = pack_int8(table, zp, filt, depthwise=depthwise)
             coeff.flags.writeable = False  # shared: Coeffs.add finds it again by identity
-        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+        name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
+        addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
     dtype = dtype_name(op.operands[0])
     blocked = ic_blocks(filter_data(op), 32)
@@ -253,10 +256,72 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return coeffs
 
 
+IC_PARALLEL_INT8 = 64  # input channels one INT8 convolution step reads (BM168x::ic_num(1))
+BROADCAST_TO_BUFFER = 0x30  # use_3ic_optimize: the kernel broadcasts the input (TIU) to its buffer
+
+
+def three_ic(op: Operation) -> int:
+    """TPU-MLIR's `use_3ic_optimize` choice for an INT8 convolution with few
+    input channels (its weight reorder): 3 merges kh and kw into the input
+    channels, 2 kw, 1 kh, when they then fit the 64 an INT8 step reads; the
+    kernel copies the input rows to those channels, so the convolution runs
+    one tap row (or one tap) per step instead of `ic` padded to 64. 0 for
+    depthwise, float and asymmetric (zero-point) convolutions."""
+    from tpuc.passes.native.conv import is_depthwise
+
+    q = quant_of(op.operands[0])
+    if q is None or q.zero_point or is_depthwise(op) or (op.value("group") or 1) != 1:
+        return 0
+    ic = shape_of(op.operands[0])[1]
+    kh, kw = op.value("kernel_shape")
+    if ic * kh * kw <= IC_PARALLEL_INT8 and kh > 1 and kw > 1:
+        return 3
+    if ic * kw <= IC_PARALLEL_INT8 and kw > 1 and (kh < kw or ic * kh > IC_PARALLEL_INT8):
+        return 2
+    if ic * kh <= IC_PARALLEL_INT8 and kh > 1:
+        return 1
+    return 0
+
+
+def three_ic_filter(op: Operation, mode: int):
+    """The filter [oc, ic', k'] for `mode` (reshape_coeff_for_3ic): kh (1),
+    kw (2, after swapping kh and kw) or both (3) folded into the input
+    channels."""
+    from tpuc.passes.native.conv import filter_data
+
+    filt = filter_data(op)
+    if not mode:
+        return filt
+    oc, ic = filt.shape[:2]
+    kh, kw = op.value("kernel_shape")
+    if mode == 2:
+        filt = filt.reshape(oc, ic, kh, kw).transpose(0, 1, 3, 2)
+    k = {1: kw, 2: kh, 3: 1}[mode]
+    return filt.reshape(oc, -1, k)
+
+
+def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
+    """getBufferSize_bm1684x's 3ic part: the broadcast input (a copy of the
+    input slice) and the merged rows, offsets and taps."""
+    mode = three_ic(op)
+    if not mode:
+        return 0
+    ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
+    _, _, _, iw = ins.dims
+    ow = out.dims[3]
+    n = max(s.n_slice for s in ins.slices)
+    h_in = max(s.h_slice for s in ins.slices)
+    h_out = max(s.h_slice for s in out.slices)
+    kh, kw = op.value("kernel_shape")
+    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
+    taps = {1: kh, 2: kw, 3: kh * kw}[mode]
+    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+
+
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
-    its taps)."""
+    its taps; a 3ic one the broadcast input, three_ic_buffer)."""
     from tpuc.passes.native.conv import is_depthwise
 
     if quant_of(op.operands[0]) is None:
@@ -264,7 +329,7 @@ def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
-        return sums
+        return sums + three_ic_buffer(op, plan)
     kh, kw = op.value("kernel_shape")  # depthwise: a second int32 buffer and the taps
     return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
 
@@ -302,6 +367,8 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         table = input_zero_point_bias(op, coeff_table(op, out_dims[1]), filter_data(op))
         int8_spec(p, op, table)
         p.with_requant = 1
+        mode = three_ic(op)
+        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     else:
         c.has_bias = len(coeffs) > 1
     inputs = [value_spec(plan, op.operands[0], step)]

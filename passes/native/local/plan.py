@@ -218,12 +218,59 @@ def allocate(plan: GroupPlan) -> None:
             lop.buffer_addr = where[id(lop)][0]
 
 
+def _tiu_guess(op: Operation) -> float:
+    """A rough TIU time of `op` on its whole output (only to spread the
+    weight loads over the timesteps; the vendor prices the result): a
+    convolution by its output planes × lanes' input-channel blocks × taps,
+    anything else by its output planes."""
+    from tpuc.dialects.base import shape_of
+
+    out = shape_of(op.results[0])
+    n, c = (out[0], out[1]) if len(out) > 1 else (1, 1)
+    plane = 1
+    for d in out[2:]:
+        plane *= d
+    work = n * -(-c // NPU_NUM) * plane
+    kernel = op.value("kernel_shape") if hasattr(op, "value") else None
+    if kernel and len(op.operands) > 1 and hasattr(op.operands[1].type, "get_shape"):
+        ic = shape_of(op.operands[0])[1] // max(1, op.value("group") or 1)
+        taps = 1
+        for k in kernel:
+            taps *= k
+        return work * -(-ic // NPU_NUM) * taps / 4
+    return work / 16
+
+
+def _gdma_guess(tensor: LocalTensor) -> float:
+    """A rough GDMA time of loading the tensor's largest slice."""
+    return 150 + tensor.lane_bytes() * min(tensor.dims[1], NPU_NUM) / 40
+
+
 def chain_timesteps(plan: GroupPlan) -> list[list[Item]]:
-    """One timestep per op (stage 1); the loads (stage 0) and stores (stage 2)
-    beside the first op, so the GDMA moves of slices t+1 and t−1 overlap the
-    compute of slice t (their tensors have two ring slots)."""
+    """One timestep per op (stage 1). The activation loads (stage 0) and
+    stores (stage 2) sit beside the first op, so the GDMA moves of slices
+    t+1 and t−1 overlap the compute of slice t (their tensors have two ring
+    slots); the first op's coefficients load with them. Each later op's
+    coefficients load in an earlier timestep of slice 0's iteration (stage
+    1; held, they load once), the one whose compute has the most time left
+    beside its GDMA moves (rough guesses), so weight loads overlap compute
+    instead of delaying the first op (TPU-MLIR's timestep assignment moves
+    them likewise)."""
     rows = [[Item(COMPUTE, lop.op, STAGES[COMPUTE])] for lop in plan.ops]
-    rows[0] = [Item(LOAD, k, STAGES[LOAD]) for k in plan.inputs] + rows[0]
+    position = {id(lop.op): i for i, lop in enumerate(plan.ops)}
+    slack = [_tiu_guess(lop.op) for lop in plan.ops]
+    first = []
+    for key in plan.inputs:
+        where = position.get(id(key[0]), 0) if isinstance(key, tuple) else 0
+        if where == 0:
+            first.append(Item(LOAD, key, STAGES[LOAD]))
+            if plan.steps > 1:
+                slack[0] -= _gdma_guess(plan.tensors[key])
+            continue
+        row = max(range(where), key=lambda j: (slack[j], j))
+        rows[row].append(Item(LOAD, key, STAGES[COMPUTE]))
+        slack[row] -= _gdma_guess(plan.tensors[key])
+    rows[0] = first + rows[0]
     rows[0] += [Item(STORE, k, STAGES[STORE]) for k in plan.outputs]
     return rows
 

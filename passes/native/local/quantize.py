@@ -1,0 +1,62 @@
+"""The local rule of a quantizing tpu.Cast (float -> INT8), after
+TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
+quantization joins the first layer group instead of a global layer that
+loads, converts and stores the whole input before the group loads it
+again (TPU-MLIR groups it the same way).
+
+`backend_api_requant_float_local` with `requant_fp_param_t` (the global
+rule's fields: scale 1/S, offset Z, the op's round mode) on the slice's
+local addresses; its scratch is a buffer of the input slice's size
+(TPU-MLIR reuses the input's own buffer when nothing else reads it).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from tpuc.dialects import tpu
+from tpuc.passes.native.cast import RequantFp, nchw
+from tpuc.passes.native.context import (
+    NativeContext,
+    NotExpressible,
+    dtype_code,
+    is_float,
+    quant_of,
+)
+from tpuc.passes.native.local.ops import Coeff, LocalRule, identity, local_rule
+from tpuc.passes.native.local.plan import GroupPlan
+
+
+def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """No coefficients; refuses every cast but float -> symmetric-or-not INT8."""
+    src, dst = op.operands[0], op.results[0]
+    q = quant_of(dst)
+    if op.value("to") or q is None or quant_of(src) is not None or not is_float(src):
+        raise NotExpressible("a local cast other than float -> INT8 (not written yet)")
+    return []
+
+
+def quantize_buffer(op: Operation, plan: GroupPlan) -> int:
+    return plan.tensors[op.operands[0]].lane_bytes()
+
+
+def quantize_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list:
+    from tpuc.passes.native.conv import round_mode
+
+    src, dst = op.operands[0], op.results[0]
+    out = plan.tensors[dst].slice_at(step)
+    q = quant_of(dst)
+    p = RequantFp()
+    p.input_addr = plan.tensors[src].addr_at(step)
+    p.output_addr = plan.tensors[dst].addr_at(step)
+    p.buffer_local_addr = plan.local(op).buffer_addr
+    _, c, _, w = nchw(dst)
+    p.n, p.c, p.h, p.w = out.n_slice, c, out.h_slice, w
+    p.scale_value, p.offset_value = 1.0 / q.scale, float(q.zero_point)
+    p.input_dtype, p.output_dtype = dtype_code(src), dtype_code(dst)
+    p.round_mode = round_mode(op)
+    name = getattr(op, "names", ["op"])[0]
+    return [("plain_local", name, "backend_api_requant_float_local", p.to_bytes())]
+
+
+local_rule(tpu.CastOp, rule=LocalRule(identity, quantize_coeffs, quantize_buffer, quantize_command))
