@@ -169,6 +169,14 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
                      opset: int = 14, asymmetric: bool = False) -> Run:  # fmt: skip
     """The model (tmp/m.onnx, its inputs the feeds) converted, calibrated on
     the feeds (INT8), lowered, run by the TPU interpreter and natively."""
+    return native_run_and_cycles(tmp, nodes, feeds, outputs, mode, inits, opset, asymmetric)[0]
+
+
+def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
+                          opset: int = 14, asymmetric: bool = False
+                          ) -> tuple[Run, int]:  # fmt: skip
+    """native_vs_interp's Run and the vendor library's cycles for the whole
+    native net (every op global)."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -188,7 +196,7 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
     expected = run_tpu(module, store, feeds)
     compiled = native_codegen(module, store, "bm1684x", paths)
     got = run_native_check(compiled.bmodel, feeds, paths)
-    return Run(got, expected, kinds, check_kind(mode, False, module)[0])
+    return Run(got, expected, kinds, check_kind(mode, False, module)[0]), compiled.cycles
 
 
 def within(got: dict, expected: dict, bound: float | None) -> None:
