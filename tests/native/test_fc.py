@@ -101,6 +101,8 @@ def test_fc_as_conv_rows_over_lanes(tmp_path, k, bound):
     nodes = [node("Gemm", ["a", "w", "b"], ["c"]), node("Relu", ["c"], ["y"])]
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
     feeds = {"a": rng.standard_normal((1, k)).astype("f4")}
-    run, cycles = native_run_and_cycles(tmp_path, nodes, feeds, ["y"], "INT8", inits)
+    run, cycles = native_run_and_cycles(
+        tmp_path, nodes, feeds, ["y"], "INT8", inits, all_global=True
+    )
     matches(run.got, run.expected, "INT8")
     assert cycles < bound

@@ -58,7 +58,7 @@ def test_three_ic_bit_exact(tmp_path, case, vendor):
     assert three_ic_mode(ic, *kernel) == mode
     rng = np.random.default_rng(3)
     nodes, feeds, outputs, inits = conv_model(rng, ic, kernel, stride, pad, hw, second_reader=twice)
-    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, outputs, "INT8", inits)
+    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, outputs, "INT8", inits, all_global=True)
     assert "tpu.Conv2D" in run.kinds
     matches(run.got, run.expected, "INT8")
 
@@ -71,6 +71,8 @@ def test_resnet50_first_conv_cycles(tmp_path, vendor):
     46,123), measured 2026-11-27."""
     rng = np.random.default_rng(0)
     nodes, feeds, outputs, inits = conv_model(rng, 3, (7, 7), 2, 3, 224, oc=64)
-    run, cycles = native_run_and_cycles(tmp_path, nodes, feeds, outputs, "INT8", inits)
+    run, cycles = native_run_and_cycles(
+        tmp_path, nodes, feeds, outputs, "INT8", inits, all_global=True
+    )
     matches(run.got, run.expected, "INT8")
     assert cycles < 160_000

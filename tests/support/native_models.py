@@ -173,10 +173,10 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
 
 
 def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
-                          opset: int = 14, asymmetric: bool = False
+                          opset: int = 14, asymmetric: bool = False, all_global: bool = False
                           ) -> tuple[Run, int]:  # fmt: skip
     """native_vs_interp's Run and the vendor library's cycles for the whole
-    native net (every op global)."""
+    native net (`all_global`: every op a global layer, no layer groups)."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -194,7 +194,7 @@ def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, ini
     lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
     kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
     expected = run_tpu(module, store, feeds)
-    compiled = native_codegen(module, store, "bm1684x", paths)
+    compiled = native_codegen(module, store, "bm1684x", paths, disable_layer_group=all_global)
     got = run_native_check(compiled.bmodel, feeds, paths)
     return Run(got, expected, kinds, check_kind(mode, False, module)[0]), compiled.cycles
 
