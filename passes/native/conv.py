@@ -1,7 +1,7 @@
 """Conv2D: `backend_api_conv_global` with `conv_global_spec_t`.
 
 The weights follow TPU-MLIR's BM1684X WeightReorder (Conv2D.cpp, ConvUtils.h)
-with `use_3ic_optimize = 0`, from the forms tpuc's weight-reorder left
+from the forms tpuc's weight-reorder left
 (filter [1, oc, ic/g, kh·kw] in OIHW order; INT8 `coeff_merged` [1, oc, 1, 3]
 = bias, multiplier, rshift per channel):
 
@@ -12,7 +12,11 @@ with `use_3ic_optimize = 0`, from the forms tpuc's weight-reorder left
 - INT8: one coefficient per output channel lane (`merge_coeff = 2`):
   requant [multiplier, −rshift, zp] | int32 bias | filter (blocks of 64
   input channels, raw for depthwise), channels above 64 folded onto the 64
-  lanes (`reshape_coeff_for_broadcast_channel`).
+  lanes (`reshape_coeff_for_broadcast_channel`). A convolution with few
+  input channels (an image's first: 3 channels, 7x7) folds kernel rows,
+  columns or both into the input channels (`use_3ic_optimize`, three_ic.py):
+  the kernel then fills the 64 lanes' input-channel parallelism, 7x fewer
+  TIU cycles on resnet50's first convolution.
 
 A grouped (not depthwise) INT8 convolution is one call per group and
 image, each an ordinary convolution over that group's channel slice of the
@@ -47,6 +51,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.rules import native_rule
+from tpuc.passes.native.three_ic import fold_3ic
 from tpuc.target.vendor.params import ConvGlobal, TensorSpec
 
 ROUND_MODES = {
@@ -367,7 +372,10 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
         if parts > 1:
             spec.common.groups, spec.common.input_c, spec.common.output_c = 1, icg, ocg
         int8_spec(spec, op, table[part], int32)
-        coeff = pack_int8(table[part], zp, filt[part], depthwise, requant=not int32)
+        folded = filt[part]
+        if parts == 1 and not depthwise:
+            spec.common.use_3ic_optimize, folded = fold_3ic(op, folded)
+        coeff = pack_int8(table[part], zp, folded, depthwise, requant=not int32)
         addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes_g{g}", coeff)
         weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise))
         images = [(0, n)] if parts == 1 else [(b, 1) for b in range(n)]

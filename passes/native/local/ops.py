@@ -33,6 +33,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan, Slice
+from tpuc.passes.native.three_ic import folded_filter, three_ic_mode
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
 
 ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32": 4, "i32": 4,
@@ -256,48 +257,30 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return coeffs
 
 
-IC_PARALLEL_INT8 = 64  # input channels one INT8 convolution step reads (BM168x::ic_num(1))
 BROADCAST_TO_BUFFER = 0x30  # use_3ic_optimize: the kernel broadcasts the input (TIU) to its buffer
 
 
 def three_ic(op: Operation) -> int:
-    """TPU-MLIR's `use_3ic_optimize` choice for an INT8 convolution with few
-    input channels (its weight reorder): 3 merges kh and kw into the input
-    channels, 2 kw, 1 kh, when they then fit the 64 an INT8 step reads; the
-    kernel copies the input rows to those channels, so the convolution runs
-    one tap row (or one tap) per step instead of `ic` padded to 64. 0 for
-    depthwise, float and asymmetric (zero-point) convolutions."""
+    """TPU-MLIR's `use_3ic_optimize` choice (three_ic.three_ic_mode, as the
+    global rule) for an INT8 convolution with few input channels; 0 for
+    depthwise, grouped, float and asymmetric (zero-point) convolutions."""
     from tpuc.passes.native.conv import is_depthwise
 
     q = quant_of(op.operands[0])
     if q is None or q.zero_point or is_depthwise(op) or (op.value("group") or 1) != 1:
         return 0
-    ic = shape_of(op.operands[0])[1]
     kh, kw = op.value("kernel_shape")
-    if ic * kh * kw <= IC_PARALLEL_INT8 and kh > 1 and kw > 1:
-        return 3
-    if ic * kw <= IC_PARALLEL_INT8 and kw > 1 and (kh < kw or ic * kh > IC_PARALLEL_INT8):
-        return 2
-    if ic * kh <= IC_PARALLEL_INT8 and kh > 1:
-        return 1
-    return 0
+    return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
 
 
 def three_ic_filter(op: Operation, mode: int):
-    """The filter [oc, ic', k'] for `mode` (reshape_coeff_for_3ic): kh (1),
-    kw (2, after swapping kh and kw) or both (3) folded into the input
-    channels."""
+    """The filter [oc, ic', k'] for `mode` (three_ic.folded_filter)."""
     from tpuc.passes.native.conv import filter_data
 
     filt = filter_data(op)
-    if not mode:
-        return filt
     oc, ic = filt.shape[:2]
     kh, kw = op.value("kernel_shape")
-    if mode == 2:
-        filt = filt.reshape(oc, ic, kh, kw).transpose(0, 1, 3, 2)
-    k = {1: kw, 2: kh, 3: 1}[mode]
-    return filt.reshape(oc, -1, k)
+    return folded_filter(filt.reshape(oc, ic, kh * kw), mode, kh, kw)
 
 
 def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
