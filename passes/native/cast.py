@@ -71,10 +71,16 @@ def _scaled(op: Operation, ctx: NativeContext, p, scale, offset, function: str) 
     return NativeCall(function, p.to_bytes(), plain=True)
 
 
+def quantize_scale(op: Operation) -> tuple[float, float]:
+    """requant_fp_param_t's (scale_value, offset_value) of a quantizing
+    Cast: 1/S_out and Z_out (the global and the local rule)."""
+    q = quant_of(op.results[0])
+    return 1.0 / q.scale, float(q.zero_point)
+
+
 def _quantize(op: Operation, ctx: NativeContext) -> NativeCall:
     """requant_fp_param_t: scale_value = 1/S_out, offset_value = Z_out, mode 0."""
-    q = quant_of(op.results[0])
-    scale, offset = 1.0 / q.scale, float(q.zero_point)
+    scale, offset = quantize_scale(op)
     return _scaled(op, ctx, RequantFp(), scale, offset, "backend_api_requant_float_global")
 
 

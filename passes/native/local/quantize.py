@@ -15,7 +15,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.passes.native.cast import RequantFp, nchw
+from tpuc.passes.native.cast import RequantFp, nchw, quantize_scale
 from tpuc.passes.native.context import (
     NativeContext,
     NotExpressible,
@@ -45,14 +45,13 @@ def quantize_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: i
 
     src, dst = op.operands[0], op.results[0]
     out = plan.tensors[dst].slice_at(step)
-    q = quant_of(dst)
     p = RequantFp()
     p.input_addr = plan.tensors[src].addr_at(step)
     p.output_addr = plan.tensors[dst].addr_at(step)
     p.buffer_local_addr = plan.local(op).buffer_addr
     _, c, _, w = nchw(dst)
     p.n, p.c, p.h, p.w = out.n_slice, c, out.h_slice, w
-    p.scale_value, p.offset_value = 1.0 / q.scale, float(q.zero_point)
+    p.scale_value, p.offset_value = quantize_scale(op)
     p.input_dtype, p.output_dtype = dtype_code(src), dtype_code(dst)
     p.round_mode = round_mode(op)
     name = getattr(op, "names", ["op"])[0]
