@@ -216,10 +216,12 @@ def _conv_check(op: Operation) -> None:
     if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
         raise NotExpressible("a local convolution that is not 2-D")
     quantized = quant_of(op.operands[0]) is not None
-    if (op.value("group") or 1) != 1 and not (is_depthwise(op) and quantized):
-        raise NotExpressible(
-            "a grouped or float depthwise convolution in a layer group (not written yet)"
-        )
+    if (op.value("group") or 1) != 1 and not quantized:
+        # INT8 grouped convolutions are the kernel's own groups (the global
+        # rule's merged coefficient, bit for bit); a float one reads the
+        # blocked filter otherwise (cosine 0.91 on 136 channels in 4 groups)
+        what = "depthwise" if is_depthwise(op) else "grouped"
+        raise NotExpressible(f"a float {what} convolution in a layer group (not written yet)")
     if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
         raise NotExpressible("a local convolution with stride or dilation above 15")
     if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
