@@ -32,7 +32,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan, Slice
+from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, Slice
 from tpuc.passes.native.three_ic import folded_filter, three_ic_mode
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
 
@@ -330,10 +330,27 @@ def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
     return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
 
 
+def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
+    """getBufferSize_bm1684x's part for groups > 1: one group's input
+    channels of the input slice (EU-aligned planes) and two elements per
+    input channel a lane holds; 0 for an ungrouped convolution."""
+    groups = op.value("group") or 1
+    if groups == 1:
+        return 0
+    ins = plan.tensors[op.operands[0]]
+    _, ic, _, iw = ins.dims
+    per_lane = -(-(ic // groups) // NPU_NUM)
+    eu = EU_BYTES // ins.dtype_bytes
+    n = max(s.n_slice for s in ins.slices)
+    plane = -(-max(s.h_slice for s in ins.slices) * iw // eu) * eu
+    return (n * per_lane * plane + per_lane * 2) * ins.dtype_bytes
+
+
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
-    its taps; a 3ic one the broadcast input, three_ic_buffer)."""
+    its taps; a 3ic one the broadcast input, three_ic_buffer; a grouped
+    one a group's input slice, grouped_buffer)."""
     from tpuc.passes.native.conv import is_depthwise
 
     if quant_of(op.operands[0]) is None:
@@ -341,7 +358,7 @@ def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
-        return sums + three_ic_buffer(op, plan)
+        return sums + three_ic_buffer(op, plan) + grouped_buffer(op, plan)
     kh, kw = op.value("kernel_shape")  # depthwise: a second int32 buffer and the taps
     return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
 
