@@ -18,7 +18,13 @@ from xdsl.ir import Operation
 from tpuc.base.errors import TpucError
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
-from tpuc.passes.native.local import concat, quantize  # noqa: F401  (register their rules)
+from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
+    concat,
+    lut,
+    mul,
+    pool_wide,
+    quantize,
+)
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -68,7 +74,10 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
         for index, operand in enumerate(op.operands):
             if operand not in slices and not _is_activation(operand):
                 continue
-            wanted = [rule.backward(op, s) if index == 0 else s for s in slices[result]]
+            wanted = [
+                _broadcast(operand, result, rule.backward(op, s) if index == 0 else s)
+                for s in slices[result]
+            ]
             known = slices.setdefault(operand, wanted)
             if known != wanted:
                 raise TpucError(
@@ -76,6 +85,18 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
                     "the group (a layer group needs one slicing per tensor)"
                 )
     return slices
+
+
+def _broadcast(operand, result, wanted: Slice) -> Slice:
+    """An operand of one image or one row under a result of more (a
+    squeeze-excite scale [N, C, 1, 1] times [N, C, H, W]) holds that image
+    or row for every slice."""
+    (n, _, h, _), (rn, _, rh, _) = nchw(operand), nchw(result)
+    if n == 1 and rn > 1:
+        wanted = Slice(0, 1, wanted.h_idx, wanted.h_slice)
+    if h == 1 and rh > 1:
+        wanted = Slice(wanted.n_idx, wanted.n_slice, 0, 1)
+    return wanted
 
 
 def _is_activation(value) -> bool:
@@ -93,6 +114,10 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     ops = list(ops)
     for op in ops:
         rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
+    planes = [op for op in ops if not rule_of(op).splits_h(op)]
+    if hsecs > 1 and planes:
+        raise TpucError(f"{_label(planes[0])} needs its whole input plane: its group is not "
+                        "cut along H")  # fmt: skip
     inputs, outputs = group_values(ops)
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
@@ -102,7 +127,8 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             key = (op, index)
             whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
             plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],
-                                            (whole,), eu_align=False)  # fmt: skip
+                                            (whole,), eu_align=False,
+                                            lanes_copy=coeff.lanes_copy)  # fmt: skip
             plan.inputs.append(key)
     plan.inputs = list(inputs) + plan.inputs
     plan.outputs = list(outputs)

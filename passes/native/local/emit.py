@@ -52,7 +52,7 @@ def move(tensor: LocalTensor, global_addr: int, dtype: str, step: int, direction
     """One tensor_stride_move_gen_cmd of the tensor's slice for `step`."""
     _, c, h, w = tensor.dims
     s = tensor.slice_at(step)
-    g = (c * h * w, h * w, w, 1)
+    g = (c * h * w, h * w, w, 1) if not tensor.lanes_copy else (h * w, 0, w, 1)
     local = local_strides(tensor, s.n_slice, s.h_slice)
     offset = (s.n_idx * g[0] + s.h_idx * g[2]) * tensor.dtype_bytes
     src, dst = (g, local) if direction == S2L else (local, g)

@@ -86,14 +86,24 @@ class Coeff:
     addr: int
     dims: tuple[int, int, int, int]
     dtype: str
+    lanes_copy: bool = False  # one plane for every lane (dims[1] = lanes), read with C stride 0
+
+
+def splits_h(op: Operation) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class LocalRule:
+    """`splits_h`: whether the op computes a slice of rows from a slice of its
+    input's rows (a pool over the whole plane does not: a group holding it
+    is never cut along H)."""
+
     backward: Callable[[Operation, Slice], Slice]
     coeffs: Callable[[Operation, NativeContext], list[Coeff]]
     buffer: Callable[[Operation, GroupPlan], int]
     command: Callable[[Operation, NativeContext, GroupPlan, int], list[tuple]]
+    splits_h: Callable[[Operation], bool] = splits_h
 
 
 LOCAL_RULES: Registry[type[Operation], LocalRule] = Registry("native local rules")

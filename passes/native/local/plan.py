@@ -61,6 +61,7 @@ class LocalTensor:
     eu_align: bool = True
     addrs: tuple[int, ...] = ()
     slots: int = 1
+    lanes_copy: bool = False  # one plane read by every lane (a LUT table): loaded with C stride 0
 
     @property
     def held(self) -> bool:

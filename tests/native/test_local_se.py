@@ -1,0 +1,78 @@
+"""Squeeze-excite blocks in one native layer group (PP-OCR's MobileNetV3):
+the hard-swish and hard-sigmoid LUTs (INT8: the table on every lane), the
+global average pool (INT8: a convolution of ones) and the broadcast Mul
+as local ops, run in the vendor runtime against tpuc's TPU interpreter
+(INT8 bit for bit) and tpuc's global native bmodel of the same ops; a
+group holding the global pool is cut along N, never H.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from native_models import check
+from se_block import lowered_ops, se_block_onnx
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory):
+    made = {}
+
+    def get(images: int):
+        if images not in made:
+            work = tmp_path_factory.mktemp(f"se{images}")
+            made[images] = (work, *se_block_onnx(work, images))
+        return made[images]
+
+    return get
+
+
+def run_group(block, mode: str, pick, vendor, nsecs: int = 1):
+    """(group outputs, global native outputs, interpreter outputs, plan)."""
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.emit import generate_native
+    from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.target.vendor.run import run_native
+
+    work, mlir, table = block
+    module, expected, inputs, ops = lowered_ops(work, mlir, table, mode)
+    plan = plan_chain(pick(ops), NativeContext(module), nsecs=nsecs)
+    outs = []
+    for name, groups in (("group", [plan]), ("global", [])):
+        path = work / f"{mode}_{name}_{nsecs}.bmodel"
+        path.write_bytes(generate_native(module, vendor, profile=False, groups=groups).bmodel)
+        outs.append(run_native(path, inputs, vendor, fixed=mode == "INT8"))
+    real = run_native(work / f"{mode}_group_{nsecs}.bmodel", inputs, vendor)
+    return real, outs[0], outs[1], expected, plan
+
+
+def same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(np.asarray(a[name]), np.asarray(b[name])), name
+
+
+def body(ops):
+    """The block's ops from its input quantization (INT8) or first conv to the Mul."""
+    return [op for op in ops if op.name != "tpu.Cast" or op is ops[0]][: len(ops) - 1]
+
+
+@pytest.mark.parametrize(("images", "nsecs"), [(1, 1), (2, 2)])
+def test_int8_se_block_group(blocks, vendor, images, nsecs):
+    real, group, glob, expected, plan = run_group(blocks(images), "INT8", body, vendor, nsecs)
+    check(real, expected, "INT8")
+    same(group, glob)
+    assert plan.steps == nsecs
+    assert [lop.op.name for lop in plan.ops][-4:] == ["tpu.Conv2D", "tpu.Conv2D", "tpu.Lut",
+                                                      "tpu.Mul"]  # fmt: skip
+
+
+def test_se_block_is_not_cut_along_h(blocks):
+    from tpuc.base.errors import TpucError
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.local.chain import plan_chain
+
+    work, mlir, table = blocks(1)
+    module, _, _, ops = lowered_ops(work, mlir, table, "INT8")
+    with pytest.raises(TpucError, match="whole input plane"):
+        plan_chain(body(ops), NativeContext(module), hsecs=2)
