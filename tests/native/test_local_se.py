@@ -18,11 +18,12 @@ from se_block import lowered_ops, se_block_onnx
 def blocks(tmp_path_factory):
     made = {}
 
-    def get(images: int):
-        if images not in made:
-            work = tmp_path_factory.mktemp(f"se{images}")
-            made[images] = (work, *se_block_onnx(work, images))
-        return made[images]
+    def get(images: int, channels: int = 16):
+        key = (images, channels)
+        if key not in made:
+            work = tmp_path_factory.mktemp(f"se{images}_{channels}")
+            made[key] = (work, *se_block_onnx(work, images, channels))
+        return made[key]
 
     return get
 
@@ -57,9 +58,12 @@ def body(ops):
     return [op for op in ops if op.name != "tpu.Cast" or op is ops[0]][: len(ops) - 1]
 
 
-@pytest.mark.parametrize(("images", "nsecs"), [(1, 1), (2, 2)])
-def test_int8_se_block_group(blocks, vendor, images, nsecs):
-    real, group, glob, expected, plan = run_group(blocks(images), "INT8", body, vendor, nsecs)
+@pytest.mark.parametrize(("images", "channels", "nsecs"), [(1, 16, 1), (2, 16, 2), (1, 88, 1)])
+def test_int8_se_block_group(blocks, vendor, images, channels, nsecs):
+    """88 channels: two planes on some lanes (the pool's broadcast
+    coefficient is lane 0's, which holds the most)."""
+    block = blocks(images, channels)
+    real, group, glob, expected, plan = run_group(block, "INT8", body, vendor, nsecs)
     check(real, expected, "INT8")
     same(group, glob)
     assert plan.steps == nsecs

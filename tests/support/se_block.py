@@ -13,8 +13,9 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 
-def se_block_onnx(work: Path, images: int = 1) -> tuple[str, str]:
-    """(mlir, cali table) of the block, calibrated on 3 random samples."""
+def se_block_onnx(work: Path, images: int = 1, channels: int = 16) -> tuple[str, str]:
+    """(mlir, cali table) of the block over `channels` (16 in the module
+    docstring), calibrated on 3 random samples."""
     from native_models import transformed
 
     rng = np.random.default_rng(27)
@@ -22,6 +23,7 @@ def se_block_onnx(work: Path, images: int = 1) -> tuple[str, str]:
     def init(name, shape, scale):
         return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
 
+    c = channels
     node = helper.make_node
     nodes = [
         node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
@@ -34,15 +36,15 @@ def se_block_onnx(work: Path, images: int = 1) -> tuple[str, str]:
         node("Mul", ["h", "s"], ["y"]),
     ]
     inits = [
-        init("W1", (16, 8, 3, 3), 0.3),
-        init("B1", (16,), 2.0),
-        init("W2", (4, 16, 1, 1), 0.5),
-        init("B2", (4,), 0.2),
-        init("W3", (16, 4, 1, 1), 0.5),
-        init("B3", (16,), 0.5),
+        init("W1", (c, 8, 3, 3), 0.3),
+        init("B1", (c,), 2.0),
+        init("W2", (c // 4, c, 1, 1), 0.5),
+        init("B2", (c // 4,), 0.2),
+        init("W3", (c, c // 4, 1, 1), 0.5),
+        init("B3", (c,), 0.5),
     ]
     shape = [images, 8, 12, 40]
-    return transformed(work, f"se{images}", nodes, [("x", shape)], "y", inits, opset=14)
+    return transformed(work, f"se{images}_{c}", nodes, [("x", shape)], "y", inits, opset=14)
 
 
 def lowered_ops(work: Path, mlir: str, table: str, mode: str):

@@ -4,7 +4,11 @@ window side above 7 (`pool.MAX_INT8_SIDE`: the pooling kernel rounds
 otherwise there) a depthwise convolution of ones (`pool_conv.py`: exact
 int32 sums, the same multiplier, shift and rounding) as
 `backend_api_conv_local` on the slice. A squeeze-excite block's global
-average pool then joins its group (TPU-MLIR groups it too).
+average pool then joins its group (TPU-MLIR groups it too). Every
+channel's filter and requant are the same, and lane 0 holds the most
+channels, so only lane 0's row is in DDR and one broadcast move copies it
+to every lane (a plain load of a 200-channel pool's coefficient took
+1,151 cycles).
 
 A pool whose window covers its input's whole plane (a global pool) needs
 every row of it: `splits_h` says so, and a group holding one is cut
@@ -76,8 +80,8 @@ def ones_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     if max(op.value("strides") or [1]) > 15 and not is_global(op):
         raise NotExpressible("a local average pooling with a stride above 15")
     coeff = ones_coeff(op, c, multiplier, rshift)
-    addr = ctx.coeffs.add(f"{op.names[0]}_ones_lanes", coeff)
-    return [Coeff(addr, coeff_shape(coeff, depthwise=True), "i8")]
+    addr = ctx.coeffs.add(f"{op.names[0]}_ones_lane", coeff[:1].copy())
+    return [Coeff(addr, coeff_shape(coeff, depthwise=True), "i8", lanes_copy=True)]
 
 
 def ones_buffer(op: Operation, plan: GroupPlan) -> int:
