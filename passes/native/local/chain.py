@@ -36,6 +36,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
+from tpuc.passes.native.local.reuse import lifetimes
 
 
 def _label(op: Operation) -> str:
@@ -137,8 +138,14 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
-    allocate(plan)
     plan.timesteps = chain_timesteps(plan)
+    try:
+        allocate(plan)
+    except TpucError:
+        alive = lifetimes(plan)
+        if alive is None:
+            raise
+        allocate(plan, alive)  # a one-step group: buffers never alive together share
     return plan
 
 

@@ -159,14 +159,17 @@ def _banks(addr: int, size: int) -> range:
     return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
 
 
-def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
+def _first_fit(size: int, placed: list, avoid: set[int], live=None) -> int:
     """The lowest EU-aligned address where `size` bytes overlap no placed
-    buffer and share no bank with a placed buffer in `avoid`."""
+    buffer and share no bank with a placed buffer in `avoid` (`live`: the
+    placed buffers alive at the same time, all when None)."""
     addr = 0
     moved = True
     while moved:
         moved = False
         for owner, start, length in placed:
+            if live is not None and not live(owner):
+                continue
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
                 overlaps = bool(set(_banks(addr, size)) & set(_banks(start, length)))
@@ -180,13 +183,15 @@ def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
     return addr
 
 
-def allocate(plan: GroupPlan) -> None:
+def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = None) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
     its own while they fit, else packed first-fit, EU-aligned, where no
     operand, result, coefficient or scratch buffer of one TIU op shares a
     bank with another (the vendor's local kernels compute wrong values when
     they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
-    not fit one lane's 256 KiB."""
+    not fit one lane's 256 KiB. `lifetimes` (id(owner) -> first and last
+    timestep, `reuse.lifetimes`): packed buffers whose lifetimes do not
+    meet may share addresses."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
@@ -203,7 +208,15 @@ def allocate(plan: GroupPlan) -> None:
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            addr = _first_fit(length, placed, conflicts.get(id(owner), set()))
+            live = None
+            if lifetimes is not None:
+                first, last = lifetimes[id(owner)]
+
+                def live(other, first=first, last=last):
+                    a, b = lifetimes[id(other)]
+                    return a <= last and first <= b
+
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), live)
         placed.append((owner, addr, length))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
