@@ -232,27 +232,34 @@ def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = Non
             lop.buffer_addr = where[id(lop)][0]
 
 
+ELEMENTS_PER_CYCLE = {"tpu.Lut": 1}
+"""Output elements per lane and cycle of an elementwise op (measured on
+ppocr_cls: a LUT about 1, a binary op or requant about 16, the default)."""
+
+
 def _tiu_guess(op: Operation) -> float:
     """A rough TIU time of `op` on its whole output (only to spread the
     weight loads over the timesteps; the vendor prices the result): a
-    convolution by its output planes × lanes' input-channel blocks × taps,
-    anything else by its output planes."""
+    convolution by its output planes × lanes' input-channel blocks × taps
+    (a depthwise one by planes × taps / 16), a pooling by its input planes,
+    anything else by its output planes (ELEMENTS_PER_CYCLE)."""
+    from math import prod
+
     from tpuc.dialects.base import shape_of
 
     out = shape_of(op.results[0])
     n, c = (out[0], out[1]) if len(out) > 1 else (1, 1)
-    plane = 1
-    for d in out[2:]:
-        plane *= d
-    work = n * -(-c // NPU_NUM) * plane
+    work = n * -(-c // NPU_NUM) * prod(out[2:])
     kernel = op.value("kernel_shape") if hasattr(op, "value") else None
     if kernel and len(op.operands) > 1 and hasattr(op.operands[1].type, "get_shape"):
-        ic = shape_of(op.operands[0])[1] // max(1, op.value("group") or 1)
-        taps = 1
-        for k in kernel:
-            taps *= k
-        return work * -(-ic // NPU_NUM) * taps / 4
-    return work / 16
+        group = max(1, op.value("group") or 1)
+        ic = shape_of(op.operands[0])[1] // group
+        if group > 1 and ic == 1:
+            return work * prod(kernel) / 16
+        return work * -(-ic // NPU_NUM) * prod(kernel) / 4
+    if kernel:
+        return n * -(-c // NPU_NUM) * prod(shape_of(op.operands[0])[2:])
+    return work / ELEMENTS_PER_CYCLE.get(op.name, 16)
 
 
 def _gdma_guess(tensor: LocalTensor) -> float:
