@@ -80,3 +80,16 @@ def test_se_block_is_not_cut_along_h(blocks):
     module, _, _, ops = lowered_ops(work, mlir, table, "INT8")
     with pytest.raises(TpucError, match="whole input plane"):
         plan_chain(body(ops), NativeContext(module), hsecs=2)
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_se_block_group(blocks, vendor, mode):
+    """F16/BF16: the depthwise convolution, hard-swish (tpu.Active), the
+    average pool and the hard-sigmoid in f32 between local casts, the
+    broadcast Mul in the half type; bit for bit against the global
+    layers, which take the same f32 detours."""
+    real, group, glob, expected, plan = run_group(blocks(1, 88), mode, lambda ops: ops[1:-1],
+                                                  vendor)  # fmt: skip
+    check(real, expected, mode)
+    same(group, glob)
+    assert len(plan.ops) == 8

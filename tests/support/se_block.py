@@ -1,5 +1,5 @@
 """A squeeze-excite block for tests/native/test_local_se.py (PP-OCR's
-MobileNetV3 blocks): conv(8->16, 3x3, pad 1), hard-swish, global average
+MobileNetV3 blocks): conv(8->16, 3x3, pad 1), depthwise 3x3, hard-swish, global average
 pool over its 12x40 plane (a window wider than the chip's INT8 pooling
 rounds exactly: pooled as a convolution of ones), conv 16->4 + relu,
 conv 4->16, hard-sigmoid, and the broadcast Mul of the hard-swish output
@@ -26,7 +26,8 @@ def se_block_onnx(work: Path, images: int = 1, channels: int = 16) -> tuple[str,
     c = channels
     node = helper.make_node
     nodes = [
-        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Conv", ["x", "W1", "B1"], ["c0"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Conv", ["c0", "Wd", "Bd"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3], group=c),
         node("HardSwish", ["c1"], ["h"]),
         node("GlobalAveragePool", ["h"], ["p"]),
         node("Conv", ["p", "W2", "B2"], ["c2"], kernel_shape=[1, 1]),
@@ -37,7 +38,9 @@ def se_block_onnx(work: Path, images: int = 1, channels: int = 16) -> tuple[str,
     ]
     inits = [
         init("W1", (c, 8, 3, 3), 0.3),
-        init("B1", (c,), 2.0),
+        init("B1", (c,), 1.0),
+        init("Wd", (c, 1, 3, 3), 0.3),
+        init("Bd", (c,), 1.0),
         init("W2", (c // 4, c, 1, 1), 0.5),
         init("B2", (c // 4,), 0.2),
         init("W3", (c, c // 4, 1, 1), 0.5),

@@ -20,10 +20,13 @@ from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
 from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     concat,
+    const,
+    half_depthwise,
     lut,
     mul,
     pool_wide,
     quantize,
+    wide,
 )
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (

@@ -327,16 +327,12 @@ def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
 
 
-def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    from tpuc.passes.native.conv import (
-        coeff_table,
-        conv_common,
-        filter_data,
-        input_zero_point_bias,
-        int8_spec,
-    )
+def conv_geometry(op: Operation, plan: GroupPlan, step: int) -> tuple[ConvLocal, SecInfo]:
+    """conv_local_param_t's geometry for the slice (pads, the input rows a
+    split H slice skips, the scratch buffer) and its local_sec_info_t."""
+    from tpuc.passes.native.conv import conv_common
 
-    ih, out_dims = nchw(op.operands[0])[2], nchw(op.results[0])
+    ih = nchw(op.operands[0])[2]
     pads = op.value("pads") or [0, 0, 0, 0]
     info = sec_info(op, plan, step, (pads[0], pads[2]))
     param = ConvLocal()
@@ -355,6 +351,15 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         p.unused_ht_for_input = first - max(0, info.h_idx)
         end = min(info.h_idx + info.h_slice, ih)
         p.unused_hb_for_input = max(0, end - (first + size))
+    return param, info
+
+
+def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    from tpuc.passes.native.conv import coeff_table, filter_data, input_zero_point_bias, int8_spec
+
+    out_dims = nchw(op.results[0])
+    param, info = conv_geometry(op, plan, step)
+    p, c = param.spec, param.spec.common
     coeffs = conv_coeffs(op, ctx)
     if quant_of(op.operands[0]) is not None:
         table = input_zero_point_bias(op, coeff_table(op, out_dims[1]), filter_data(op))
