@@ -1,7 +1,7 @@
 """The native planner's prices are the vendor's cycles of what it emits,
 and it slices when the vendor says slicing pays.
 
-A conv chain on 56x56 planes (after a global sigmoid) and a squeezenet fire module (branches and a
+A conv chain on 56x56 planes (after a global transpose) and a squeezenet fire module (branches and a
 rescaling channel Concat) go through the native finalize (weight-reorder,
 subnet-divide, the layer-group search priced by the vendor library,
 address-assign) as model_deploy runs it: the chain's group is cut into H
