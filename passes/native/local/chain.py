@@ -129,8 +129,9 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     for op in ops:
         for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
             key = (op, index)
-            whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
-            plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],
+            dims = coeff.moved or coeff.dims
+            whole = Slice(0, dims[0], 0, dims[2])
+            plan.tensors[key] = LocalTensor(key, dims, ELEMENT_BYTES[coeff.dtype],
                                             (whole,), eu_align=False,
                                             lanes_copy=coeff.lanes_copy)  # fmt: skip
             plan.inputs.append(key)

@@ -19,6 +19,7 @@ from tpuc.passes.native.local.ops import (
     LocalRule,
     coeff_spec,
     conv_geometry,
+    lane_major,
     local_command,
 )
 from tpuc.passes.native.local.plan import GroupPlan
@@ -45,10 +46,10 @@ def dw_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     oc = nchw(op.results[0])[1]
     kh, kw = op.value("kernel_shape")
     filt = as_f32(op.operands[1], dtype_name(op.operands[1])).reshape(oc, kh * kw)
-    found = [Coeff(ctx.coeffs.add(f"{op.names[0]}_filter_f32", filt), (1, oc, 1, kh * kw), "f32")]
+    found = [lane_major(ctx, f"{op.names[0]}_filter_f32", filt, "f32")]
     if has_bias(op):
-        bias = as_f32(op.operands[2], dtype_name(op.operands[2])).reshape(oc)
-        found.append(Coeff(ctx.coeffs.add(f"{op.names[0]}_bias_f32", bias), (1, oc, 1, 1), "f32"))
+        bias = as_f32(op.operands[2], dtype_name(op.operands[2])).reshape(oc, 1)
+        found.append(lane_major(ctx, f"{op.names[0]}_bias_f32", bias, "f32"))
     return found
 
 
