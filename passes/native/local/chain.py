@@ -116,8 +116,7 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     each have banks of their own); raises NotExpressible for an op without a local
     form, TpucError when the slicing or local memory does not work out."""
     ops = list(ops)
-    for op in ops:
-        rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
+    coeffs = [rule_of(op).coeffs(op, ctx) for op in ops]  # refuses forms without a local rule
     planes = [op for op in ops if not rule_of(op).splits_h(op)]
     if hsecs > 1 and planes:
         raise TpucError(f"{_label(planes[0])} needs its whole input plane: its group is not "
@@ -126,8 +125,8 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
     plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs, packed=packed)
-    for op in ops:
-        for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
+    for op, op_coeffs in zip(ops, coeffs, strict=True):
+        for index, coeff in enumerate(op_coeffs):
             key = (op, index)
             dims = coeff.moved or coeff.dims
             whole = Slice(0, dims[0], 0, dims[2])
