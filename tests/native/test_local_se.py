@@ -93,3 +93,40 @@ def test_half_se_block_group(blocks, vendor, mode):
     check(real, expected, mode)
     same(group, glob)
     assert len(plan.ops) == 8
+
+
+def test_lifetimes_and_shared_local_memory(blocks):
+    """reuse.lifetimes of a one-step group: an op's result lives from its
+    compute (iteration 1, its row) to its last reader's row, or to its
+    store (iteration 2); allocate with lifetimes never gives two buffers
+    alive together overlapping bytes, and lets the block's buffers share."""
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.passes.native.local.plan import allocate
+    from tpuc.passes.native.local.reuse import lifetimes
+
+    work, mlir, table = blocks(1, 88)
+    module, _, _, ops = lowered_ops(work, mlir, table, "INT8")
+    plan = plan_chain(body(ops), NativeContext(module))
+    rows = len(plan.timesteps)
+    alive = lifetimes(plan)
+    row = {id(lop.op): r for r, lop in enumerate(plan.ops)}
+    for lop in plan.ops:
+        first, last = alive[id(plan.tensors[lop.op.results[0]])]
+        assert first == rows + row[id(lop.op)]
+        readers = [rows + row[id(u.operation)] for u in lop.op.results[0].uses
+                   if id(u.operation) in row]  # fmt: skip
+        stored = lop.op.results[0] in plan.outputs
+        assert last == (2 * rows if stored else max(readers))
+    allocate(plan, alive)
+    placed = [(t, a, t.lane_bytes()) for t in plan.tensors.values() for a in t.addrs]
+    placed += [(lop, lop.buffer_addr, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    shared = 0
+    for i, (a, x, n) in enumerate(placed):
+        for b, y, m in placed[i + 1 :]:
+            (s, e), (t, f) = alive[id(a)], alive[id(b)]
+            overlap = x < y + m and y < x + n
+            if s <= f and t <= e:
+                assert not overlap
+            shared += overlap
+    assert shared > 0
