@@ -20,13 +20,13 @@ from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, 
 from tpuc.passes.native.local.ops import (
     Coeff,
     LocalRule,
-    SecInfo,
     identity,
     local_command,
     local_rule,
     value_spec,
 )
 from tpuc.passes.native.local.plan import GroupPlan
+from tpuc.passes.native.local.wide import plain_info
 from tpuc.target.vendor.params import BcBinaryLocal
 
 
@@ -76,24 +76,6 @@ def mul_buffer(op: Operation, plan: GroupPlan) -> int:
     return words * (2 if _factors(op) != (1, 0) else 1)
 
 
-def result_sec_info(op: Operation, plan: GroupPlan, step: int) -> SecInfo:
-    """local_sec_info_t of an elementwise op from its result's slice (an
-    operand may be broadcast, so no operand speaks for the slice)."""
-    from tpuc.passes.native.cast import nchw
-
-    _, c, h, w = nchw(op.results[0])
-    out = plan.tensors[op.results[0]].slice_at(step)
-    info = SecInfo()
-    info.n_slice = info.out_n_slice = out.n_slice
-    info.n_idx, info.d_slice = out.n_idx, 1
-    info.h_idx = info.out_h_idx = out.h_idx
-    info.h_slice = info.out_h_slice = out.h_slice
-    info.w_slice = info.out_w_slice = w
-    info.c_slice = c
-    info.is_h_split = int(not (out.h_idx == 0 and out.h_slice == h))
-    return info
-
-
 def mul_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     from tpuc.passes.native.binary import BINARY_MUL
 
@@ -105,7 +87,7 @@ def mul_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -
     common.scale_B = 1
     common.f8_scale_A = common.f8_scale_B = 1.0
     param.spec.buffer_addr = plan.local(op).buffer_addr
-    info = result_sec_info(op, plan, step)
+    info = plain_info(plan.tensors[op.results[0]], step)
     inputs = [value_spec(plan, v, step) for v in op.operands]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_bcbinary_local", param, info, inputs, outputs)]

@@ -32,6 +32,7 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan
+from tpuc.passes.native.local.wide import wide_buffer, widened
 from tpuc.target.vendor.params import ConvLocal
 
 POOLING = LOCAL_RULES[tpu.Pool2DOp]  # ops.py's rule: the chip's pooling kernel
@@ -129,19 +130,11 @@ def half_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
 
 def half_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     """The pooling's local call (ops.py's fields) on f32 copies (wide.widened)."""
-    from tpuc.passes.native.local.wide import widened
-
     call = POOLING.command(op, ctx, plan, step)[0]
     return widened(op, plan, step, lambda a, b: [(*call[:6], [a], [b])])
 
 
-def _half_buffer(op: Operation, plan: GroupPlan) -> int:
-    from tpuc.passes.native.local.wide import wide_buffer
-
-    return wide_buffer(op, plan)
-
-
-HALF_F32 = LocalRule(POOLING.backward, half_coeffs, _half_buffer, half_command)
+HALF_F32 = LocalRule(POOLING.backward, half_coeffs, wide_buffer, half_command)
 
 
 def _form(op: Operation) -> LocalRule:
