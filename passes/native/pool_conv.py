@@ -41,18 +41,35 @@ def avg_pool_as_conv(op: Operation, ctx: NativeContext, multiplier: int, rshift:
     view = lanes_view(op)
     if view is not None:
         c = view[0][1]
+    spec = ConvGlobal()
+    ones_conv_fields(op, spec, c)
+    if view is not None:
+        spec.common.stride_h, spec.common.stride_w = kh, 1
+    coeff = ones_coeff(op, c, multiplier, rshift)
+    addr = ctx.coeffs.add(f"{op.names[0]}_ones_lanes", coeff)
+    weights = raw_spec(addr, 2, coeff_shape(coeff, depthwise=True))
+    if view is None:
+        return [ctx.call("backend_api_conv_global", spec, op, inputs=[ctx.spec(op.operands[0]),
+                                                                      weights])]  # fmt: skip
+    inputs = [ctx.spec(op.operands[0], view[0]), weights]
+    outputs = [ctx.spec(op.results[0], view[1])]
+    return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
+
+
+def ones_conv_fields(op: Operation, spec, c: int) -> None:
+    """The conv spec's fields (global or local: both have `common` and
+    `merge_coeff`) of the pooling as a depthwise convolution over `c`
+    channels; refuses windows the convolution cannot take."""
+    kh, kw = op.value("kernel_shape")
     if max(kh, kw) > MAX_KERNEL:
         raise NotExpressible(f"INT8 average pooling over a {kh}x{kw} window")
     pads = op.value("pads") or [0] * 4
     if (any(pads) or op.value("ceil_mode")) and not op.value("count_include_pad"):
         raise NotExpressible("INT8 average pooling of a wide window with padding not counted")
-    spec = ConvGlobal()
     common = spec.common
     common.groups = common.input_c = common.output_c = c
     common.kh, common.kw = kh, kw
     common.stride_h, common.stride_w = op.value("strides") or [1, 1]
-    if view is not None:
-        common.stride_h, common.stride_w = kh, 1
     common.dh = common.dw = 1
     common.pad_h_t, common.pad_w_l, common.pad_h_b, common.pad_w_r = pads
     common.if_relu = int(bool(op.value("do_relu")) or dtype_code(op.results[0]) == 3)
@@ -64,21 +81,19 @@ def avg_pool_as_conv(op: Operation, ctx: NativeContext, multiplier: int, rshift:
     common.weight_is_coeff = 1
     common.is_asym = 1
     common.ipad_value = _quant_of(op.operands[0]).zero_point
-    spec.merge_coeff = 2
-    table = np.zeros((c, 3), np.int64)
-    table[:, 0] = -common.ipad_value * kh * kw
-    table[:, 1], table[:, 2] = multiplier, rshift
     common.has_bias = int(common.ipad_value != 0)
+    spec.merge_coeff = 2
+
+
+def ones_coeff(op: Operation, c: int, multiplier: int, rshift: int) -> np.ndarray:
+    """The merged coefficient of the ones filter over `c` channels: requant
+    (multiplier, rshift, Z_out) and −Z_in·kh·kw as the bias."""
+    kh, kw = op.value("kernel_shape")
+    table = np.zeros((c, 3), np.int64)
+    table[:, 0] = -_quant_of(op.operands[0]).zero_point * kh * kw
+    table[:, 1], table[:, 2] = multiplier, rshift
     ones = np.ones((c, 1, kh * kw), np.int8)
-    coeff = pack_int8(table, _quant_of(op.results[0]).zero_point, ones, depthwise=True)
-    addr = ctx.coeffs.add(f"{op.names[0]}_ones_lanes", coeff)
-    weights = raw_spec(addr, 2, coeff_shape(coeff, depthwise=True))
-    if view is None:
-        return [ctx.call("backend_api_conv_global", spec, op, inputs=[ctx.spec(op.operands[0]),
-                                                                      weights])]  # fmt: skip
-    inputs = [ctx.spec(op.operands[0], view[0]), weights]
-    outputs = [ctx.spec(op.results[0], view[1])]
-    return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
+    return pack_int8(table, _quant_of(op.results[0]).zero_point, ones, depthwise=True)
 
 
 LANES = 64
@@ -100,4 +115,4 @@ def lanes_view(op: Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     return (1, lanes, rows * h, w), (1, lanes, rows, 1)
 
 
-__all__ = ["avg_pool_as_conv"]
+__all__ = ["avg_pool_as_conv", "ones_coeff", "ones_conv_fields"]

@@ -225,14 +225,14 @@ def test_plan_refuses_what_it_cannot_slice(chain):
         plan_chain([casts[-1]], ctx)  # the output's dequantization
 
 
-def test_float_depthwise_is_refused(depthwise):
-    from tpuc.passes.native.context import NativeContext, NotExpressible
-    from tpuc.passes.native.local.chain import plan_chain
-
-    work, mlir, table = depthwise
-    module, _, _, ops = lowered(work, mlir, table, "F16")
-    with pytest.raises(NotExpressible, match="float depthwise"):
-        plan_chain(ops, NativeContext(module))
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_depthwise_chain(depthwise, vendor, mode):
+    """Half-float depthwise convolutions in f32 between local casts
+    (local/half_depthwise.py), in 3 H slices: the global rule's detour, bit
+    for bit."""
+    real, group, glob, expected, _ = run_group(depthwise, mode, lambda ops: ops, 3, vendor)
+    check(real, expected, mode)
+    same(group, glob)
 
 
 def test_sec_info_is_the_headers_local_sec_info_t():

@@ -1,12 +1,14 @@
 """The native planner's prices are the vendor's cycles of what it emits,
 and it slices when the vendor says slicing pays.
 
-A conv chain on 56x56 planes (after a global sigmoid) and a squeezenet fire module (branches and a
+A conv chain on 56x56 planes (after a global transpose) and a squeezenet fire module (branches and a
 rescaling channel Concat) go through the native finalize (weight-reorder,
 subnet-divide, the layer-group search priced by the vendor library,
 address-assign) as model_deploy runs it: the chain's group is cut into H
 slices (the price of more slices fell), the fire module is one group with
-the input quantization and the Concat, the `cycles` each tpu.Group
+the input quantization and the Concat, a squeeze-excite block
+(tests/support/se_block.py) is one unsliced group with its LUTs, global
+pool and broadcast Mul, the `cycles` each tpu.Group
 carries equal the vendor's cycles for the commands native codegen then
 writes for it (priced again with issuing off, and added when emitted for
 real in a subnet of their own), and the bmodel equals the TPU interpreter
@@ -18,8 +20,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from local_groups import fire_onnx, wide_chain_onnx
+from se_block import se_block_onnx
 
-MODELS = {"wide": wide_chain_onnx, "fire": fire_onnx}
+MODELS = {
+    "wide": wide_chain_onnx,
+    "fire": fire_onnx,
+    "se": lambda work: se_block_onnx(work, channels=88),
+}
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -61,6 +68,9 @@ def test_one_group_sliced_when_the_vendor_says_it_pays(grouped):
     kinds = {type(op) for op in groups[0].layers()}
     if name == "wide":
         assert h > 1
+    elif name == "se":  # the whole block, its global pool inside: never cut along H
+        assert h == 1
+        assert {tpu.CastOp, tpu.Pool2DOp, tpu.LutOp, tpu.MulOp} <= kinds
     else:  # the input quantization and the concat joined the group
         assert {tpu.CastOp, tpu.ConcatOp} <= kinds
 

@@ -18,7 +18,16 @@ from xdsl.ir import Operation
 from tpuc.base.errors import TpucError
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
-from tpuc.passes.native.local import concat, quantize  # noqa: F401  (register their rules)
+from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
+    concat,
+    const,
+    half_depthwise,
+    lut,
+    mul,
+    pool_wide,
+    quantize,
+    wide,
+)
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -30,6 +39,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
+from tpuc.passes.native.local.reuse import lifetimes
 
 
 def _label(op: Operation) -> str:
@@ -68,7 +78,10 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
         for index, operand in enumerate(op.operands):
             if operand not in slices and not _is_activation(operand):
                 continue
-            wanted = [rule.backward(op, s) if index == 0 else s for s in slices[result]]
+            wanted = [
+                _broadcast(operand, result, rule.backward(op, s) if index == 0 else s)
+                for s in slices[result]
+            ]
             known = slices.setdefault(operand, wanted)
             if known != wanted:
                 raise TpucError(
@@ -76,6 +89,18 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
                     "the group (a layer group needs one slicing per tensor)"
                 )
     return slices
+
+
+def _broadcast(operand, result, wanted: Slice) -> Slice:
+    """An operand of one image or one row under a result of more (a
+    squeeze-excite scale [N, C, 1, 1] times [N, C, H, W]) holds that image
+    or row for every slice."""
+    (n, _, h, _), (rn, _, rh, _) = nchw(operand), nchw(result)
+    if n == 1 and rn > 1:
+        wanted = Slice(0, 1, wanted.h_idx, wanted.h_slice)
+    if h == 1 and rh > 1:
+        wanted = Slice(wanted.n_idx, wanted.n_slice, 0, 1)
+    return wanted
 
 
 def _is_activation(value) -> bool:
@@ -92,6 +117,10 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     form, TpucError when the slicing or local memory does not work out."""
     ops = list(ops)
     coeffs = [rule_of(op).coeffs(op, ctx) for op in ops]  # refuses forms without a local rule
+    planes = [op for op in ops if not rule_of(op).splits_h(op)]
+    if hsecs > 1 and planes:
+        raise TpucError(f"{_label(planes[0])} needs its whole input plane: its group is not "
+                        "cut along H")  # fmt: skip
     inputs, outputs = group_values(ops)
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
@@ -99,9 +128,11 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     for op, op_coeffs in zip(ops, coeffs, strict=True):
         for index, coeff in enumerate(op_coeffs):
             key = (op, index)
-            whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
-            plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],
-                                            (whole,), eu_align=False)  # fmt: skip
+            dims = coeff.moved or coeff.dims
+            whole = Slice(0, dims[0], 0, dims[2])
+            plan.tensors[key] = LocalTensor(key, dims, ELEMENT_BYTES[coeff.dtype],
+                                            (whole,), eu_align=False,
+                                            lanes_copy=coeff.lanes_copy)  # fmt: skip
             plan.inputs.append(key)
     plan.inputs = list(inputs) + plan.inputs
     plan.outputs = list(outputs)
@@ -110,8 +141,14 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
-    allocate(plan)
     plan.timesteps = chain_timesteps(plan)
+    try:
+        allocate(plan)
+    except TpucError:
+        alive = lifetimes(plan)
+        if alive is None:
+            raise
+        allocate(plan, alive)  # a one-step group: buffers never alive together share
     return plan
 
 

@@ -42,6 +42,7 @@ from tpuc.passes.layer_group.search import Planner
 from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, quant_of
 from tpuc.passes.native.local.chain import plan_chain
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
+from tpuc.passes.native.local.merge import merge_runs
 from tpuc.passes.native.local.plan import GroupPlan, Slice
 from tpuc.passes.native.rules import load_rules
 
@@ -217,6 +218,7 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
         return made[-1]
 
     found = plan_module(module, chip, opt, planner=planner)
+    found = replace(found, runs=merge_runs(made[-1], found.runs))
     kept = [(a, b) for a, b in found.runs if b > a]
     for a, b in kept:
         made[-1].refine(a, b)

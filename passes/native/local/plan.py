@@ -61,6 +61,7 @@ class LocalTensor:
     eu_align: bool = True
     addrs: tuple[int, ...] = ()
     slots: int = 1
+    lanes_copy: bool = False  # one plane read by every lane (a LUT table): loaded with C stride 0
 
     @property
     def held(self) -> bool:
@@ -158,14 +159,17 @@ def _banks(addr: int, size: int) -> range:
     return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
 
 
-def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
+def _first_fit(size: int, placed: list, avoid: set[int], live=None) -> int:
     """The lowest EU-aligned address where `size` bytes overlap no placed
-    buffer and share no bank with a placed buffer in `avoid`."""
+    buffer and share no bank with a placed buffer in `avoid` (`live`: the
+    placed buffers alive at the same time, all when None)."""
     addr = 0
     moved = True
     while moved:
         moved = False
         for owner, start, length in placed:
+            if live is not None and not live(owner):
+                continue
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
                 mine, theirs = _banks(addr, size), _banks(start, length)
@@ -180,13 +184,15 @@ def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
     return addr
 
 
-def allocate(plan: GroupPlan) -> None:
+def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = None) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
     its own while they fit, else packed first-fit, EU-aligned, where no
     operand, result, coefficient or scratch buffer of one TIU op shares a
     bank with another (the vendor's local kernels compute wrong values when
     they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
-    not fit one lane's 256 KiB."""
+    not fit one lane's 256 KiB. `lifetimes` (id(owner) -> first and last
+    timestep, `reuse.lifetimes`): packed buffers whose lifetimes do not
+    meet may share addresses."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
@@ -203,7 +209,15 @@ def allocate(plan: GroupPlan) -> None:
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            addr = _first_fit(length, placed, conflicts.get(id(owner), set()))
+            live = None
+            if lifetimes is not None:
+                first, last = lifetimes[id(owner)]
+
+                def live(other, first=first, last=last):
+                    a, b = lifetimes[id(other)]
+                    return a <= last and first <= b
+
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), live)
         placed.append((owner, addr, length))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
@@ -219,27 +233,34 @@ def allocate(plan: GroupPlan) -> None:
             lop.buffer_addr = where[id(lop)][0]
 
 
+ELEMENTS_PER_CYCLE = {"tpu.Lut": 1}
+"""Output elements per lane and cycle of an elementwise op (measured on
+ppocr_cls: a LUT about 1, a binary op or requant about 16, the default)."""
+
+
 def _tiu_guess(op: Operation) -> float:
     """A rough TIU time of `op` on its whole output (only to spread the
     weight loads over the timesteps; the vendor prices the result): a
-    convolution by its output planes × lanes' input-channel blocks × taps,
-    anything else by its output planes."""
+    convolution by its output planes × lanes' input-channel blocks × taps
+    (a depthwise one by planes × taps / 16), a pooling by its input planes,
+    anything else by its output planes (ELEMENTS_PER_CYCLE)."""
+    from math import prod
+
     from tpuc.dialects.base import shape_of
 
     out = shape_of(op.results[0])
     n, c = (out[0], out[1]) if len(out) > 1 else (1, 1)
-    plane = 1
-    for d in out[2:]:
-        plane *= d
-    work = n * -(-c // NPU_NUM) * plane
+    work = n * -(-c // NPU_NUM) * prod(out[2:])
     kernel = op.value("kernel_shape") if hasattr(op, "value") else None
     if kernel and len(op.operands) > 1 and hasattr(op.operands[1].type, "get_shape"):
-        ic = shape_of(op.operands[0])[1] // max(1, op.value("group") or 1)
-        taps = 1
-        for k in kernel:
-            taps *= k
-        return work * -(-ic // NPU_NUM) * taps / 4
-    return work / 16
+        group = max(1, op.value("group") or 1)
+        ic = shape_of(op.operands[0])[1] // group
+        if group > 1 and ic == 1:
+            return work * prod(kernel) / 16
+        return work * -(-ic // NPU_NUM) * prod(kernel) / 4
+    if kernel:
+        return n * -(-c // NPU_NUM) * prod(shape_of(op.operands[0])[2:])
+    return work / ELEMENTS_PER_CYCLE.get(op.name, 16)
 
 
 def _gdma_guess(tensor: LocalTensor) -> float:
