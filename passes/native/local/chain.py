@@ -19,6 +19,7 @@ from tpuc.base.errors import TpucError
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
 from tpuc.passes.native.local import concat, quantize  # noqa: F401  (register their rules)
+from tpuc.passes.native.local.costs import Guesses
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -30,6 +31,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
+from tpuc.passes.native.local.prefetch import unsliced_timesteps
 
 
 def _label(op: Operation) -> str:
@@ -85,11 +87,13 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1, packed: bool = True) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True, costs=None) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
     nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
-    each have banks of their own); raises NotExpressible for an op without a local
-    form, TpucError when the slicing or local memory does not work out."""
+    each have banks of their own; `costs`: what an unsliced group's
+    timesteps are planned with, costs.Guesses by default); raises
+    NotExpressible for an op without a local form, TpucError when the
+    slicing or local memory does not work out."""
     ops = list(ops)
     for op in ops:
         rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
@@ -111,9 +115,32 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
+    if plan.steps == 1:
+        return _unsliced(plan, costs or Guesses())
     allocate(plan)
     plan.timesteps = chain_timesteps(plan)
     return plan
+
+
+PREFETCH_BUDGETS = (0.85, 0.6, 0.0)
+"""Shares of a lane an unsliced group's early loads may fill (prefetch.py),
+tried in turn until the buffers pack; 0: each load in the row before its reader."""
+
+
+def _unsliced(plan: GroupPlan, costs) -> GroupPlan:
+    """An unsliced group's loads spread over the earlier ops' timesteps and
+    its buffers packed by lifetime (prefetch.py)."""
+    failure = None
+    for budget in PREFETCH_BUDGETS:
+        rows, lifetimes = unsliced_timesteps(plan, budget, costs)
+        try:
+            allocate(plan, lifetimes)
+        except TpucError as exc:
+            failure = exc
+            continue
+        plan.timesteps = rows
+        return plan
+    raise failure
 
 
 __all__ = ["plan_chain", "rule_of"]

@@ -28,6 +28,7 @@ are put back in line for the native emitter.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects.builtin import ModuleOp
@@ -36,16 +37,19 @@ from xdsl.ir import SSAValue
 from tpuc.base.errors import TpucError
 from tpuc.ir.core import tensor_names
 from tpuc.passes.address_assign import address_of, align_up, set_address
-from tpuc.passes.layer_group.group import GroupInvalid, max_secs, plan_group_at
+from tpuc.passes.layer_group.group import GroupInvalid, max_secs, plan_group, plan_group_at
 from tpuc.passes.layer_group.group import GroupPlan as IrPlan
 from tpuc.passes.layer_group.search import Planner
 from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, quant_of
 from tpuc.passes.native.local.chain import plan_chain
+from tpuc.passes.native.local.costs import VendorCosts
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
 from tpuc.passes.native.local.plan import GroupPlan, Slice
 from tpuc.passes.native.rules import load_rules
 
 PLACE_ALIGN = 4096
+LENIENT = 16  # times a lane's bytes that tpuc's own plan of a native candidate may use
+MEMORY_REASONS = ("weights need", "weights do not fit", "does not fit")
 
 # Ops whose local rule passes its own tests but gave wrong numbers inside a planned
 # group on a real model: model_deploy keeps them global layers until that is understood
@@ -110,9 +114,17 @@ class NativePlanner(Planner):
     pricer: GroupPricer | None = None
     native: dict[tuple[int, int], tuple[IrPlan, GroupPlan] | str] = field(default_factory=dict)
     global_prices: dict[int, int] = field(default_factory=dict)
+    costs: VendorCosts | None = None
+    lenient: dict[tuple[int, int], IrPlan | str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.costs is None and self.pricer is not None:
+            self.costs = VendorCosts(self.ctx, self.pricer)
 
     def plan(self, first: int, last: int) -> IrPlan | str:
         found = super().plan(first, last)
+        if isinstance(found, str) and any(m in found for m in MEMORY_REASONS):
+            found = self._unbounded(first, last)
         if not isinstance(found, IrPlan):
             return found
         key = (first, last)
@@ -120,6 +132,20 @@ class NativePlanner(Planner):
             self.native[key] = self._cheapest(found)
         chosen = self.native[key]
         return chosen if isinstance(chosen, str) else chosen[0]
+
+    def _unbounded(self, first: int, last: int) -> IrPlan | str:
+        """tpuc's plan of a run whose weights or buffers overflow tpuc's own
+        layout, on a lane LENIENT times as large: the native plan keeps only
+        the buffers alive at each timestep (prefetch.py) and is the judge of
+        what fits, and the group IR only needs slices and tpuc's timesteps."""
+        key = (first, last)
+        if key not in self.lenient:
+            layout = replace(self.layout, lmem_bytes=self.layout.lmem_bytes * LENIENT)
+            try:
+                self.lenient[key] = plan_group(self.ops[first : last + 1], layout, self.timing)
+            except GroupInvalid as exc:
+                self.lenient[key] = str(exc)
+        return self.lenient[key]
 
     def _cheapest(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
         """The native plan at tpuc's planner's slice counts (the fewest that
@@ -176,7 +202,8 @@ class NativePlanner(Planner):
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
             ops = found.graph.ops
-            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops))
+            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops),
+                               costs=self.costs)  # fmt: skip
         except TpucError as exc:
             return f"native: {exc}"
         return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
@@ -217,6 +244,7 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
         return made[-1]
 
     found = plan_module(module, chip, opt, planner=planner)
+    found = replace(found, runs=merged(made[-1], found.runs))
     kept = [(a, b) for a, b in found.runs if b > a]
     for a, b in kept:
         made[-1].refine(a, b)
@@ -231,15 +259,38 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
     return found
 
 
+def merged(planner: NativePlanner, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The search's runs with neighbours joined while one group costs the
+    vendor fewer cycles than the two: the search tries runs of at most
+    MAX_GROUP_OPS layers, but an unsliced group that goes on loads the
+    later layers' weights while the earlier ones compute and keeps its
+    activations out of DDR (TPU-MLIR plans resnet50 INT8 as one group of
+    70 layers). Cheapest join first, until none pays."""
+    runs = list(runs)
+    while len(runs) > 1:
+        best, where = 0.0, None
+        for i in range(len(runs) - 1):
+            (a, b), (c, d) = runs[i], runs[i + 1]
+            gain = planner.cost(a, b) + planner.cost(c, d) - planner.cost(a, d)
+            if gain > best:
+                best, where = gain, i
+        if where is None:
+            return runs
+        runs[where : where + 2] = [(runs[where][0], runs[where + 1][1])]
+    return runs
+
+
 def _ir_slices(store) -> list[Slice]:
     slices = store.attributes["slices"]
     return [Slice(ni, ns, hi, hs) for ni, ns in slices.axis("n") for hi, hs in slices.axis("h")]
 
 
-def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
+def native_group_plans(module: ModuleOp, vendor=None) -> tuple[ModuleOp, list[GroupPlan]]:
     """A copy of `module` with every tpu.Group's ops back in line (their
     stored results keep the group results' addresses) and each group's
-    native plan; raises if a plan's slices are not the group's."""
+    native plan; raises if a plan's slices are not the group's. `vendor`:
+    plan unsliced groups' timesteps with the vendor's cycles, as the
+    planner priced them (costs.VendorCosts; without it, the rough guesses)."""
     from tpuc.dialects.tpu.group import GroupOp
     from tpuc.ir.core import main_function
     from tpuc.ir.weights import attach_weights, weights_of
@@ -262,14 +313,23 @@ def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
     ungroup(block)
     ctx = NativeContext(flat)
     plans = []
-    for ops, n, h, stored in found:
-        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops))
-        for value, slices in stored.items():
-            if list(plan.tensors[value].slices) != slices:
-                raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
-                                "stored tensor differ from the group IR's")  # fmt: skip
-        plans.append(plan)
+    with ExitStack() as stack:
+        costs = None
+        if vendor is not None:
+            costs = VendorCosts(ctx, stack.enter_context(GroupPricer(vendor)))
+        for ops, n, h, stored in found:
+            plans.append(_emitted_plan(ops, ctx, n, h, stored, costs))
     return flat, plans
+
+
+def _emitted_plan(ops, ctx, n: int, h: int, stored: dict, costs) -> GroupPlan:
+    """plan_chain's plan of a group's ops, checked against its stores' slices."""
+    plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops), costs=costs)
+    for value, slices in stored.items():
+        if list(plan.tensors[value].slices) != slices:
+            raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
+                            "stored tensor differ from the group IR's")  # fmt: skip
+    return plan
 
 
 __all__ = ["NativePlanner", "PricingContext", "native_group_plans", "plan_native_groups"]

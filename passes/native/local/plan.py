@@ -158,9 +158,12 @@ def _banks(addr: int, size: int) -> range:
     return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
 
 
-def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
+def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=None) -> int:
     """The lowest EU-aligned address where `size` bytes overlap no placed
-    buffer and share no bank with a placed buffer in `avoid`."""
+    buffer and share no bank with a placed buffer in `avoid` (with
+    `lifetimes`: only buffers whose rows meet `life`)."""
+    if lifetimes is not None:
+        placed = [p for p in placed if _meet(life, lifetimes[id(p[0])])]
     addr = 0
     moved = True
     while moved:
@@ -179,15 +182,28 @@ def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
     return addr
 
 
-def allocate(plan: GroupPlan) -> None:
+def _meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = None) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
     its own while they fit, else packed first-fit, EU-aligned, where no
     operand, result, coefficient or scratch buffer of one TIU op shares a
     bank with another (the vendor's local kernels compute wrong values when
     they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
-    not fit one lane's 256 KiB."""
+    not fit one lane's 256 KiB. `lifetimes` (id of a tensor or LocalOp ->
+    first and last timestep, inclusive): buffers whose timesteps do not
+    meet may share bytes, placed largest (bytes × timesteps) first."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    if lifetimes is not None:
+
+        def weight(item):
+            first, last = lifetimes[id(item[0])]
+            return (-item[1] * (last - first + 1), first)
+
+        wanted.sort(key=weight)
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
     if total_banks > LMEM_BANKS and not plan.packed:
         raise TpucError(
@@ -202,7 +218,8 @@ def allocate(plan: GroupPlan) -> None:
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            addr = _first_fit(length, placed, conflicts.get(id(owner), set()))
+            life = lifetimes[id(owner)] if lifetimes is not None else None
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), life, lifetimes)
         placed.append((owner, addr, length))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
