@@ -31,7 +31,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
-from tpuc.passes.native.local.prefetch import unsliced_timesteps
+from tpuc.passes.native.local.prefetch import estimate, unsliced_timesteps
 
 
 def _label(op: Operation) -> str:
@@ -122,15 +122,18 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     return plan
 
 
-PREFETCH_BUDGETS = (0.85, 0.6, 0.0)
-"""Shares of a lane an unsliced group's early loads may fill (prefetch.py),
-tried in turn until the buffers pack; 0: each load in the row before its reader."""
+PREFETCH_BUDGETS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.0)
+"""Shares of a lane an unsliced group's early loads may fill (prefetch.py);
+0: each load in the timestep before its reader."""
 
 
 def _unsliced(plan: GroupPlan, costs) -> GroupPlan:
     """An unsliced group's loads spread over the earlier ops' timesteps and
-    its buffers packed by lifetime (prefetch.py)."""
-    failure = None
+    its buffers packed by lifetime (prefetch.py): of the budgets whose
+    buffers pack, the table with the fewest estimated cycles (the sum over
+    timesteps of the larger of their TIU and GDMA times; more prefetch is
+    not always better, as it cuts the timesteps differently)."""
+    failure, best = None, None
     for budget in PREFETCH_BUDGETS:
         rows, lifetimes = unsliced_timesteps(plan, budget, costs)
         try:
@@ -138,9 +141,14 @@ def _unsliced(plan: GroupPlan, costs) -> GroupPlan:
         except TpucError as exc:
             failure = exc
             continue
-        plan.timesteps = rows
-        return plan
-    raise failure
+        guess = estimate(plan, rows, costs)
+        if best is None or guess < best[0]:
+            best = (guess, rows, lifetimes)
+    if best is None:
+        raise failure
+    allocate(plan, best[2])
+    plan.timesteps = best[1]
+    return plan
 
 
 __all__ = ["plan_chain", "rule_of"]

@@ -22,6 +22,7 @@ buffers by those lifetimes.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable
 
 from tpuc.passes.native.local.plan import (
@@ -35,97 +36,158 @@ from tpuc.passes.native.local.plan import (
 Lifetimes = dict[int, tuple[int, int]]  # id(LocalTensor | LocalOp) -> (first row, last row)
 
 
-def _reader_rows(plan: GroupPlan) -> dict[Hashable, int]:
-    """Each local tensor's key -> the row of the first op reading it."""
-    first: dict = {}
-    for i, lop in enumerate(plan.ops):
-        keys = [v for v in lop.op.operands if v in plan.tensors]
-        keys += [k for k in plan.tensors if isinstance(k, tuple) and k[0] is lop.op]
-        for key in keys:
-            first.setdefault(key, i + 1)
-    return first
-
-
-def _last_rows(plan: GroupPlan, store_row: dict) -> dict[Hashable, int]:
-    last: dict = {}
-    for i, lop in enumerate(plan.ops):
-        keys = [v for v in lop.op.operands if v in plan.tensors]
-        keys += [k for k in plan.tensors if isinstance(k, tuple) and k[0] is lop.op]
-        keys += [r for r in lop.op.results if r in plan.tensors]
-        for key in keys:
-            last[key] = i + 1
-    for key, row in store_row.items():
-        last[key] = max(last.get(key, row), row)
-    return last
-
-
-def _produced_rows(plan: GroupPlan) -> dict[Hashable, int]:
-    return {r: i + 1 for i, lop in enumerate(plan.ops) for r in lop.op.results if r in plan.tensors}
-
-
 def unsliced_timesteps(plan: GroupPlan, budget: float, costs) -> tuple[list[list[Item]], Lifetimes]:
     """The timestep table (module docstring) and every buffer's lifetime,
-    with at most `budget` × a lane's bytes alive in any row (loads that
-    would pass it wait for a later row; at the latest, the row before
-    their reader); `costs` (costs.py) prices ops and loads."""
-    rows: list[list[Item]] = [[]] + [[Item("compute", lop.op, 0)] for lop in plan.ops]
-    tiu = [0.0] + [costs.tiu(lop.op) for lop in plan.ops]
-    gdma = [0.0] * len(rows)
-    n = len(rows)
-    store_row = {k: min(_produced_rows(plan)[k] + 1, n) for k in plan.outputs}
-    readers = _reader_rows(plan)
-    last = _last_rows(plan, store_row)
-    produced = _produced_rows(plan)
+    with at most `budget` × a lane's bytes alive beside any op by the
+    estimate (loads that would pass it wait; a load its next op reads is
+    taken at the latest in the timestep before); `costs` (costs.py) prices
+    ops and loads."""
+    n = len(plan.ops)
+    tiu = [costs.tiu(lop.op) for lop in plan.ops]
+    readers = _readers(plan)
+    produced = {r: j for j, lop in enumerate(plan.ops) for r in lop.op.results if r in plan.tensors}
     size = {k: t.lane_bytes() for k, t in plan.tensors.items()}
-    live = [0] * (n + 1)
-    for key, row in produced.items():
-        for r in range(row, last[key] + 1):
+    last = {k: max(js) for k, js in readers.items()}
+    for key in plan.outputs:
+        last[key] = max(last.get(key, 0), produced[key] + 1)
+    live = [0] * (n + 2)
+    for key, j in produced.items():
+        for r in range(j, last[key] + 1):
             live[r] += size[key]
-    for lop_row, lop in enumerate(plan.ops, start=1):
-        live[lop_row] += lop.buffer_size
-    start: dict[Hashable, int] = {}
-    cap = budget * LMEM_BYTES
-    for key in sorted(plan.inputs, key=lambda k: readers.get(k, 0)):
-        reader = readers.get(key, 1)
-        cost = costs.gdma(plan, key)
-        row = _pick_row(reader, cost, tiu, gdma, live, last[key], size[key], cap)
-        start[key] = row
-        gdma[row] += cost
-        for r in range(row, last[key] + 1):
+    for j, lop in enumerate(plan.ops):
+        live[j] += lop.buffer_size
+    first = {k: min(js) for k, js in readers.items()}
+    first_loads = [k for k in plan.inputs if first[k] == 0]
+    for key in first_loads:
+        for r in range(0, last[key] + 1):
             live[r] += size[key]
-        rows[row].append(Item(LOAD, key, 0))
+    pending = deque(sorted((k for k in plan.inputs if first[k] > 0), key=lambda k: first[k]))
+    segments = _segments(n, tiu, pending, first, last, size, live, budget * LMEM_BYTES, costs, plan)
+    return _table(plan, first_loads, segments, produced, readers)
+
+
+def _segments(n, tiu, pending, first, last, size, live, cap, costs, plan):
+    """Consecutive ops cut into timesteps, each with the loads it runs
+    beside its computes: loads go in order of their first reader while the
+    timestep's GDMA time is under its TIU time (and the bytes under the
+    cap; past the TIU time only when later ops may still join the
+    timestep); a timestep closes once its TIU time covers its GDMA time,
+    before an op that reads what it loads, or before an op whose buffers
+    would take the timestep's bytes past the cap (everything alive in a
+    timestep is alive for all of it)."""
+    alive: list[set] = [set() for _ in range(n + 2)]
+    for key, (begin, end) in _spans(plan, first, last).items():
+        for r in range(begin, end + 1):
+            alive[r].add(key)
+    bytes_of = {**size, **{id(lop): lop.buffer_size for lop in plan.ops}}
+    segments: list[tuple[list[int], list]] = []
+    ops: list[int] = []
+    loads: list = []
+    busy = [0.0, 0.0]  # TIU, GDMA of the open timestep
+    start, keys = 0, set()
+
+    def take(key) -> None:
+        loads.append(key)
+        busy[1] += costs.gdma(plan, key)
+        _occupy(live, start, last[key], size[key])
+        for r in range(start, last[key] + 1):
+            alive[r].add(key)
+        keys.add(key)
+
+    for j in range(n):
+        while j > 0 and pending and first[pending[0]] <= j:
+            take(pending.popleft())  # forced: its reader comes next
+        grown = sum(bytes_of[k] for k in alive[j] - keys)
+        held = sum(bytes_of[k] for k in keys)
+        if ops and (any(first[k] <= j for k in loads) or busy[0] >= busy[1] or held + grown > cap):
+            segments.append((ops, loads))
+            ops, loads, busy, start, keys = [], [], [0.0, 0.0], j, set()
+        ops.append(j)
+        keys |= alive[j]
+        busy[0] += tiu[j]
+        while pending and busy[1] < busy[0]:
+            key = pending[0]
+            if max(live[start : last[key] + 1]) + size[key] > cap:
+                break
+            if sum(bytes_of[k] for k in keys) + size[key] > cap:
+                break
+            closing = any(first[k] <= j + 1 for k in loads) and first[key] > j + 1
+            if closing and busy[1] + costs.gdma(plan, key) > busy[0]:
+                break  # the timestep ends at the next op: no time left to hide it
+            take(pending.popleft())
+    segments.append((ops, loads))
+    return segments
+
+
+def _spans(plan: GroupPlan, first, last) -> dict:
+    """Op-index spans of what is alive before any load is placed: results
+    (made to last use or store), the first op's loads, scratch buffers
+    (keyed by id of their LocalOp)."""
+    spans = {}
+    for j, lop in enumerate(plan.ops):
+        for r in lop.op.results:
+            if r in plan.tensors:
+                spans[r] = (j, last[r])
+        if lop.buffer_size:
+            spans[id(lop)] = (j, j)
+    for key in plan.inputs:
+        if first[key] == 0:
+            spans[key] = (0, last[key])
+    return spans
+
+
+def _occupy(live: list[int], first: int, last: int, size: int) -> None:
+    for r in range(first, last + 1):
+        live[r] += size
+
+
+def _table(plan: GroupPlan, first_loads, segments, produced, readers):
+    """Rows (row 0: what op 0 reads; then one per segment; stores in the
+    row after the one computing them) and the lifetimes in rows."""
+    rows: list[list[Item]] = [[Item(LOAD, k, 0) for k in first_loads]]
+    row_of_op: dict[int, int] = {}
+    row_of_load = dict.fromkeys(first_loads, 0)
+    for ops, loads in segments:
+        row = len(rows)
+        rows.append([Item("compute", plan.ops[j].op, 0) for j in ops])
+        rows[-1] += [Item(LOAD, k, 0) for k in loads]
+        row_of_op.update(dict.fromkeys(ops, row))
+        row_of_load.update(dict.fromkeys(loads, row))
+    store_row = {k: row_of_op[produced[k]] + 1 for k in plan.outputs}
     for key, row in store_row.items():
         if row >= len(rows):
             rows.append([])
         rows[row].append(Item(STORE, key, 0))
     lifetimes: Lifetimes = {}
     for key, tensor in plan.tensors.items():
-        first = start.get(key, produced.get(key, 0))
-        lifetimes[id(tensor)] = (first, last.get(key, first))
-    for i, lop in enumerate(plan.ops, start=1):
-        lifetimes[id(lop)] = (i, i)
+        begin = row_of_load[key] if key in row_of_load else row_of_op[produced[key]]
+        end = max([row_of_op[j] for j in readers.get(key, [])] + [store_row.get(key, begin)])
+        lifetimes[id(tensor)] = (begin, max(begin, end))
+    for j, lop in enumerate(plan.ops):
+        lifetimes[id(lop)] = (row_of_op[j], row_of_op[j])
     return rows, lifetimes
 
 
-def _pick_row(reader: int, cost: float, tiu, gdma, live, last: int, size: int, cap: float) -> int:
-    """Row 0 for what the first op reads; else the earliest row before the
-    reader whose compute still hides `cost` and whose bytes stay under the
-    cap until the buffer's last row, else the row with the most time left
-    (the latest on ties) among those under the cap, else the row before the
-    reader."""
-    if reader <= 1:
-        return 0
-    fits = [r for r in range(1, reader) if max(live[r : last + 1]) + size <= cap]
-    for r in fits:
-        if gdma[r] + cost <= tiu[r]:
-            return r
-    if fits:
-        return max(fits, key=lambda r: (tiu[r] - gdma[r], r))
-    return reader - 1
+def _readers(plan: GroupPlan) -> dict[Hashable, list[int]]:
+    """Each local tensor's key -> the indices of the ops reading it."""
+    found: dict = {}
+    for j, lop in enumerate(plan.ops):
+        keys = [v for v in lop.op.operands if v in plan.tensors]
+        keys += [k for k in plan.tensors if isinstance(k, tuple) and k[0] is lop.op]
+        for key in keys:
+            found.setdefault(key, []).append(j)
+    return found
 
 
-def is_unsliced(plan: GroupPlan) -> bool:
-    return plan.steps == 1
+def estimate(plan: GroupPlan, rows: list[list[Item]], costs) -> float:
+    """The table's cycles by `costs`: per timestep the larger of its TIU and
+    its GDMA time (stores priced as loads of the same slice)."""
+    total = 0.0
+    for row in rows:
+        tiu = sum(costs.tiu(i.target) for i in row if i.kind == "compute")
+        gdma = sum(costs.gdma(plan, i.target) for i in row if i.kind != "compute")
+        total += max(tiu, gdma)
+    return total
 
 
-__all__ = ["Lifetimes", "is_unsliced", "unsliced_timesteps"]
+__all__ = ["Lifetimes", "estimate", "unsliced_timesteps"]
