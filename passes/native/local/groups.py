@@ -183,6 +183,9 @@ class NativePlanner(Planner):
         best = self.native.get((first, last))
         if not isinstance(best, tuple):
             return
+        if best[1].steps == 1:  # kept: sweep its prefetch budgets finely
+            fine = self._priced(best[0], fine=True)
+            best = fine if isinstance(fine, tuple) else best
         for axis in ("h", "n"):
             current = best[0]
             while (current := self._doubled(current, axis)) is not None:
@@ -194,7 +197,7 @@ class NativePlanner(Planner):
                 best = other
         self.native[(first, last)] = best
 
-    def _priced(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
+    def _priced(self, found: IrPlan, fine: bool = False) -> tuple[IrPlan, GroupPlan] | str:
         """The IR plan with the vendor's cycles and its native plan, or why
         the native rules cannot write it."""
         secs = found.secs
@@ -203,7 +206,7 @@ class NativePlanner(Planner):
         try:
             ops = found.graph.ops
             local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops),
-                               costs=self.costs)  # fmt: skip
+                               costs=self.costs, fine=fine)  # fmt: skip
         except TpucError as exc:
             return f"native: {exc}"
         return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
@@ -324,7 +327,7 @@ def native_group_plans(module: ModuleOp, vendor=None) -> tuple[ModuleOp, list[Gr
 
 def _emitted_plan(ops, ctx, n: int, h: int, stored: dict, costs) -> GroupPlan:
     """plan_chain's plan of a group's ops, checked against its stores' slices."""
-    plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops), costs=costs)
+    plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops), costs=costs, fine=True)
     for value, slices in stored.items():
         if list(plan.tensors[value].slices) != slices:
             raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "

@@ -197,13 +197,29 @@ def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = Non
     meet may share bytes, placed largest (bytes × timesteps) first."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
-    if lifetimes is not None:
+    if lifetimes is None:
+        return _place(plan, wanted, None)
+    failure = None
+    for order in LIFETIME_ORDERS:
+        try:
+            return _place(plan, sorted(wanted, key=lambda item: order(item, lifetimes)), lifetimes)
+        except TpucError as exc:
+            failure = exc
+    raise failure
 
-        def weight(item):
-            first, last = lifetimes[id(item[0])]
-            return (-item[1] * (last - first + 1), first)
 
-        wanted.sort(key=weight)
+LIFETIME_ORDERS = (
+    lambda item, life: (-item[1] * (life[id(item[0])][1] - life[id(item[0])][0] + 1),
+                        life[id(item[0])][0]),
+    lambda item, life: (life[id(item[0])][0], -item[1]),
+    lambda item, life: (-item[1], life[id(item[0])][0]),
+)  # fmt: skip
+"""Orders the packing tries in turn: bytes x timesteps, then by first timestep
+(interval first-fit), then by bytes."""
+
+
+def _place(plan: GroupPlan, wanted: list, lifetimes) -> None:
+    """Addresses for `wanted` (owner, bytes) in this order (see allocate)."""
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
     if total_banks > LMEM_BANKS and not plan.packed:
         raise TpucError(
