@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from xdsl.ir import Operation
 
+from tpuc.base.errors import TpucError
 from tpuc.passes.native.context import NativeContext, dtype_name
 from tpuc.passes.native.local.plan import GroupPlan, _gdma_guess, _tiu_guess
 
@@ -50,7 +51,10 @@ class VendorCosts(Guesses):
             return found[1]
         from tpuc.passes.native.local.chain import plan_chain, rule_of
 
-        alone = plan_chain([op], self.ctx, costs=Guesses())
+        try:
+            alone = plan_chain([op], self.ctx, costs=Guesses())
+        except TpucError:  # alone it cannot be a group (a result nothing reads): the formula
+            return _tiu_guess(op)
         commands = rule_of(op).command(op, self.ctx, alone, 0)
         cycles = float(self.pricer.price([("divide",), *commands, ("merge",)], f"{op.name} alone"))
         self.ops[id(op)] = (op, cycles)

@@ -2,22 +2,27 @@
 
 A group cut into one slice has no software pipeline to hide its moves
 behind: `chain_timesteps` would load everything the first op needs, run
-every op, then store. Here instead each timestep runs one op (row i + 1
-computes op i; row 0 only loads what op 0 reads) and the GDMA works beside
-it: every later load (coefficients, activations from outside the group)
-goes into the earliest row before its reader whose TIU time still covers
-it (rough guesses, `_tiu_guess` / `_gdma_guess`), else into the row with
-the most time left; a stored tensor leaves in the row after the one that
-computes it. TPU-MLIR's timestep assignment and its lmem-aware move of
-loads likewise let a 70-op resnet50 group load its late weights while the
-early convolutions compute.
+every op, then store. Here row 0 loads only what the first op reads; then
+the ops run in order and the GDMA works beside them: every later load
+(coefficients, activations from outside the group) joins the open
+timestep, in order of its first reader, while that timestep's GDMA time is
+under its TIU time (the vendor's cycles, costs.py). A timestep takes more
+ops while its GDMA time exceeds its TIU time, so one long load spans
+several ops' compute (TPU-MLIR's flow also holds several ops in a
+timestep); it closes once its TIU time covers its GDMA time, before an op
+that reads what it loads, or before an op whose buffers would pass the
+budget. A stored result leaves in the timestep after the one computing
+it. resnet50 INT8 so loads its stage-4 and stage-5 filters while the early
+convolutions compute, in one group of 70 layers.
 
 Early loads keep their buffers alive longer, so this planner also says
 how long every buffer lives (`Lifetimes`: first and last row, both
-inclusive: a buffer's bytes may be reused only by one whose rows do not
-meet, so a load never writes where the same row's TIU op still reads) and
-keeps the bytes alive in any row under a budget; `plan.allocate` packs the
-buffers by those lifetimes.
+inclusive; everything alive in a timestep counts for all of it, so a
+buffer's bytes are reused only by one whose rows do not meet and a load
+never writes where its timestep's TIU ops read) and keeps the bytes alive
+under a budget (a share of a lane, by an estimate); `plan.allocate` packs
+the buffers by those lifetimes and chain._unsliced keeps the budget whose
+table `estimate` finds cheapest.
 """
 
 from __future__ import annotations
