@@ -30,6 +30,7 @@ from tpuc.passes.codegen.commands import (
     _view,
     tensor_record,
 )
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_TIU,
@@ -61,8 +62,8 @@ def engine_command(
     kind: int = 1,
 ) -> Command:
     try:
-        params = isa.encode_block(opcode, block)
-    except isa.BlockError as exc:  # e.g. an attribute past its field's range
+        params = block_codec.encode_block(opcode, block)
+    except block_codec.BlockError as exc:  # e.g. an attribute past its field's range
         raise TpucError(
             f"layer {layer_id}: its {isa.ENGINE_NAMES[opcode]} parameters do not fit the "
             f"command block ({exc})"

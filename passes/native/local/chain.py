@@ -97,14 +97,13 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     NotExpressible for an op without a local form, TpucError when the
     slicing or local memory does not work out."""
     ops = list(ops)
-    for op in ops:
-        rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
+    coeffs = [rule_of(op).coeffs(op, ctx) for op in ops]  # refuses forms without a local rule
     inputs, outputs = group_values(ops)
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
     plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs, packed=packed)
-    for op in ops:
-        for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
+    for op, op_coeffs in zip(ops, coeffs, strict=True):
+        for index, coeff in enumerate(op_coeffs):
             key = (op, index)
             whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
             plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],

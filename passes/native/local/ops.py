@@ -186,7 +186,30 @@ def local_rule(*classes: type[Operation], rule: LocalRule) -> None:
 # --- Conv2D ----------------------------------------------------------------------------------
 
 
+_FACTS: WeakKeyDictionary = WeakKeyDictionary()
+"""Per-op facts the planner asks for on every candidate group (an op's
+attributes and types are final once groups are planned)."""
+
+
+def _fact(op: Operation, key: str, compute: Callable[[Operation], object]):
+    facts = _FACTS.setdefault(op, {})
+    if key not in facts:
+        try:
+            facts[key] = compute(op)
+        except NotExpressible as exc:
+            facts[key] = exc
+    found = facts[key]
+    if isinstance(found, NotExpressible):
+        raise NotExpressible(*found.args)  # a fresh one: no traceback piles up
+    return found
+
+
 def conv_check(op: Operation) -> None:
+    """Refuse a convolution without a local form (once per op)."""
+    _fact(op, "conv_check", _conv_check)
+
+
+def _conv_check(op: Operation) -> None:
     from tpuc.passes.native.conv import is_depthwise
 
     kernel = op.value("kernel_shape") or ()
@@ -264,6 +287,10 @@ def three_ic(op: Operation) -> int:
     """TPU-MLIR's `use_3ic_optimize` choice (three_ic.three_ic_mode, as the
     global rule) for an INT8 convolution with few input channels; 0 for
     depthwise, grouped, float and asymmetric (zero-point) convolutions."""
+    return _fact(op, "three_ic", _three_ic)
+
+
+def _three_ic(op: Operation) -> int:
     from tpuc.passes.native.conv import is_depthwise
 
     q = quant_of(op.operands[0])

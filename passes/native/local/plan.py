@@ -171,9 +171,10 @@ def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=No
         for owner, start, length in placed:
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
-                overlaps = bool(set(_banks(addr, size)) & set(_banks(start, length)))
+                mine, theirs = _banks(addr, size), _banks(start, length)
+                overlaps = mine.start < theirs.stop and theirs.start < mine.stop
                 if overlaps:
-                    addr = max(addr, _banks(start, length).stop * BANK_BYTES)
+                    addr = max(addr, theirs.stop * BANK_BYTES)
                     moved = True
                     continue
             if overlaps:

@@ -16,6 +16,7 @@ from layer_ids import group_move, layer_names, tpu_ops
 from tiny_cnn import prepared  # noqa: F401
 
 from tpuc.base.errors import TpucError
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
@@ -124,7 +125,7 @@ def error_of(cmd: Command) -> str:
     return message
 
 
-ADD = isa.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
+ADD = block_codec.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
 
 
 def test_unknown_opcode():
@@ -179,10 +180,10 @@ def test_lut_runs_on_the_library():
     x = TensorRecord(START, "i8", (1, 4), **q)
     tab = TensorRecord(START + 256, "i32", (256,), flags=4)
     out = TensorRecord(START + 64, "f16", (1, 4))
-    params = isa.encode_block(isa.TIU_LUT, isa.LutBlock(0))
+    params = block_codec.encode_block(isa.TIU_LUT, isa.LutBlock(0))
     engine_step(command(isa.TIU_LUT, [x, tab], [out], params), dev, "x").run()
     assert list(region.bytes[64:72].view(np.float16)) == [255, 128, 127, 0]
-    bad = isa.encode_block(isa.TIU_LUT, isa.LutBlock(1))
+    bad = block_codec.encode_block(isa.TIU_LUT, isa.LutBlock(1))
     with pytest.raises(TpucError, match="malformed TIU_LUT: a table of shape \\[256\\]"):
         engine_step(command(isa.TIU_LUT, [x, tab], [out], bad), dev, "x")
 
@@ -213,7 +214,7 @@ def test_max_pool_on_stored_values_with_fused_relu():
     out = TensorRecord(START + 64, "i8", (1, 1, 2, 2), **q)
     relu = isa.RequantBlock(relu=1)
     block = isa.PoolBlock(isa.POOL_MAX, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), relu)
-    params = isa.encode_block(isa.TIU_POOL, block)
+    params = block_codec.encode_block(isa.TIU_POOL, block)
     engine_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
     # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
     assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]
@@ -397,7 +398,9 @@ def test_sfu_rounds_to_the_result_type():
     region = dev.regions[0]
     region.bytes[0:16] = np.array([0.0, 1.0, -2.0, 0.1], np.float32).view(np.uint8)
     out = TensorRecord(START + 64, "f16", (1, 4))
-    params = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0))
+    params = block_codec.encode_block(
+        isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0)
+    )
     step = engine_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
     assert step.record.kind == "Exp"
     step.run()
@@ -479,7 +482,7 @@ def arith_on(op: int, a, b, multipliers, rshifts, relu: int = 0) -> list[int]:
     q8 = dict(flags=TENSOR_QUANTIZED, storage_min=-128, storage_max=127)
     operands = [TensorRecord(START + 64 * i, "i8", (1, n), **q8) for i in range(2)]
     out = TensorRecord(START + 128, "i8", (1, n), **q8)
-    cmd = command(isa.TIU_ARITH, operands, [out], isa.encode_block(isa.TIU_ARITH, block))
+    cmd = command(isa.TIU_ARITH, operands, [out], block_codec.encode_block(isa.TIU_ARITH, block))
     engine_step(cmd, dev, "x").run()
     return region.bytes[128 : 128 + n].view(np.int8).tolist()
 

@@ -22,6 +22,7 @@ import math
 
 from tpuc.target.chips.timing import Direction, Unit
 from tpuc.target.cost import Phase, Task
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     SPACE_GLOBAL,
@@ -76,8 +77,8 @@ def engine_task(cmd: Command) -> Task:
     code = cmd.header.opcode
     unit = ENGINE_UNITS[code]
     try:
-        block = isa.decode_block(code, cmd.params)
-    except isa.BlockError as exc:
+        block = block_codec.decode_block(code, cmd.params)
+    except block_codec.BlockError as exc:
         raise ValueError(str(exc)) from None
     if code == isa.TIU_CONV:
         inp, filt, out = cmd.operands[0], cmd.operands[1], cmd.results[0]
@@ -161,8 +162,8 @@ def gate_tasks(cmd: Command) -> tuple[Task, ...]:
     if cmd.header.opcode != isa.TIU_RNN:
         return ()
     try:
-        block = isa.decode_block(isa.TIU_RNN, cmd.params)
-    except isa.BlockError as exc:
+        block = block_codec.decode_block(isa.TIU_RNN, cmd.params)
+    except block_codec.BlockError as exc:
         raise ValueError(str(exc)) from None
     _, sfu, arith = rnn_work(cmd, block)
     width = _widest(cmd)
@@ -283,8 +284,8 @@ def _stored_rows(cmd: Command, unit: Unit) -> int:
 
 def _sfu_function(cmd: Command) -> int:
     try:
-        return isa.decode_block(isa.TIU_SFU, cmd.params).function
-    except isa.BlockError as exc:
+        return block_codec.decode_block(isa.TIU_SFU, cmd.params).function
+    except block_codec.BlockError as exc:
         raise ValueError(str(exc)) from None
 
 

@@ -46,6 +46,7 @@ from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import NO_RELU, Relu, Requant
 from tpuc.kernels.rounding import half_rounder, round_float
 from tpuc.target.chips import CHIPS
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_CPU,
@@ -185,8 +186,8 @@ class EngineStep(Step):
         opcode = command.header.opcode
         self.name = isa.ENGINE_NAMES[opcode]
         try:
-            block = isa.decode_block(opcode, command.params)
-        except isa.BlockError as exc:
+            block = block_codec.decode_block(opcode, command.params)
+        except block_codec.BlockError as exc:
             raise TpucError(f"{what}: {exc}") from None
         build = BUILDERS.get(opcode)
         if build is None:
