@@ -138,9 +138,13 @@ def _unsliced(plan: GroupPlan, costs, budgets) -> GroupPlan:
     buffers pack, the table with the fewest estimated cycles (the sum over
     timesteps of the larger of their TIU and GDMA times; more prefetch is
     not always better, as it cuts the timesteps differently)."""
-    failure, best = None, None
+    failure, best, seen = None, None, set()
     for budget in budgets:
         rows, lifetimes = unsliced_timesteps(plan, budget, costs)
+        table = tuple(tuple((i.kind, id(i.target)) for i in row) for row in rows)
+        if table in seen:
+            continue  # another budget gave the same table
+        seen.add(table)
         try:
             allocate(plan, lifetimes)
         except TpucError as exc:

@@ -44,6 +44,7 @@ class VendorCosts(Guesses):
         self.pricer = pricer
         self.ops: dict[int, tuple[Operation, float]] = {}
         self.moves: dict[tuple, float] = {}
+        self.keys: dict[Hashable, tuple] = {}  # a tensor's key -> (its slice, cycles)
 
     def tiu(self, op: Operation) -> float:
         found = self.ops.get(id(op))
@@ -65,6 +66,9 @@ class VendorCosts(Guesses):
         from tpuc.passes.native.local.emit import S2L, move
 
         tensor = plan.tensors[key]
+        known = self.keys.get(key)
+        if known is not None and known[0] == tensor.slices[0]:
+            return known[1]
         if isinstance(key, tuple):
             dtype = rule_of(key[0]).coeffs(key[0], self.ctx)[key[1]].dtype
         else:
@@ -74,6 +78,7 @@ class VendorCosts(Guesses):
             canonical = replace(tensor, addrs=(0,), slots=1)
             command = move(canonical, CANONICAL_DDR, dtype, 0, S2L, "priced load")
             self.moves[shape] = float(self.pricer.price([("divide",), command, ("merge",)]))
+        self.keys[key] = (tensor.slices[0], self.moves[shape])
         return self.moves[shape]
 
 

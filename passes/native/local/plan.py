@@ -163,12 +163,12 @@ def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=No
     buffer and share no bank with a placed buffer in `avoid` (with
     `lifetimes`: only buffers whose rows meet `life`)."""
     if lifetimes is not None:
-        placed = [p for p in placed if _meet(life, lifetimes[id(p[0])])]
+        placed = [p for p in placed if p[3][0] <= life[1] and life[0] <= p[3][1]]
     addr = 0
     moved = True
     while moved:
         moved = False
-        for owner, start, length in placed:
+        for owner, start, length, _ in placed:
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
                 mine, theirs = _banks(addr, size), _banks(start, length)
@@ -183,10 +183,6 @@ def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=No
     return addr
 
 
-def _meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
 def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = None) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
     its own while they fit, else packed first-fit, EU-aligned, where no
@@ -198,12 +194,14 @@ def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = Non
     meet may share bytes, placed largest (bytes × timesteps) first."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    conflicts = _conflicts(plan)
     if lifetimes is None:
-        return _place(plan, wanted, None)
+        return _place(plan, wanted, None, conflicts)
     failure = None
     for order in LIFETIME_ORDERS:
+        ordered = sorted(wanted, key=lambda item: order(item, lifetimes))
         try:
-            return _place(plan, sorted(wanted, key=lambda item: order(item, lifetimes)), lifetimes)
+            return _place(plan, ordered, lifetimes, conflicts)
         except TpucError as exc:
             failure = exc
     raise failure
@@ -219,7 +217,7 @@ LIFETIME_ORDERS = (
 (interval first-fit), then by bytes."""
 
 
-def _place(plan: GroupPlan, wanted: list, lifetimes) -> None:
+def _place(plan: GroupPlan, wanted: list, lifetimes, conflicts) -> None:
     """Addresses for `wanted` (owner, bytes) in this order (see allocate)."""
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
     if total_banks > LMEM_BANKS and not plan.packed:
@@ -228,16 +226,15 @@ def _place(plan: GroupPlan, wanted: list, lifetimes) -> None:
             f"local buffers need {total_banks} banks of their own (the chip has {LMEM_BANKS}); "
             "packed groups are not written by model_deploy (module docstring)"
         )
-    conflicts = _conflicts(plan)
     cursor, placed, where = 0, [], {}
     for owner, size in wanted:
         length = -(-size // EU_BYTES) * EU_BYTES
+        life = lifetimes[id(owner)] if lifetimes is not None else None
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            life = lifetimes[id(owner)] if lifetimes is not None else None
             addr = _first_fit(length, placed, conflicts.get(id(owner), set()), life, lifetimes)
-        placed.append((owner, addr, length))
+        placed.append((owner, addr, length, life))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
     if cursor > LMEM_BYTES:
