@@ -117,27 +117,31 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
     if plan.steps == 1:
-        return _unsliced(plan, costs or Guesses(), FINE_BUDGETS if fine else PREFETCH_BUDGETS)
+        if fine:
+            return _unsliced(plan, costs or Guesses(), FINE_BUDGETS)
+        return _unsliced(plan, costs or Guesses(), PREFETCH_BUDGETS, first=True)
     allocate(plan)
     plan.timesteps = chain_timesteps(plan)
     return plan
 
 
-PREFETCH_BUDGETS = (0.9, 0.8, 0.7, 0.6, 0.5, 0.0)
-"""Shares of a lane an unsliced group's early loads may fill (prefetch.py);
-0: each load in the timestep before its reader."""
+PREFETCH_BUDGETS = (0.8, 0.6, 0.0)
+"""Shares of a lane an unsliced group's early loads may fill (prefetch.py),
+tried in turn during the search until the buffers pack; 0: each load in the
+timestep before its reader."""
 FINE_BUDGETS = (*(round(0.95 - 0.01 * i, 2) for i in range(46)), 0.0)
 """The sweep for a group the search keeps (`fine`): the greedy's cycles jump
 with the budget (resnet50's 70-op group: 554,688 at 0.80, 540,032 at 0.82,
 611,265 at 0.78 by the estimate), so a kept group tries every step."""
 
 
-def _unsliced(plan: GroupPlan, costs, budgets) -> GroupPlan:
+def _unsliced(plan: GroupPlan, costs, budgets, first: bool = False) -> GroupPlan:
     """An unsliced group's loads spread over the earlier ops' timesteps and
     its buffers packed by lifetime (prefetch.py): of the budgets whose
     buffers pack, the table with the fewest estimated cycles (the sum over
     timesteps of the larger of their TIU and GDMA times; more prefetch is
-    not always better, as it cuts the timesteps differently)."""
+    not always better, as it cuts the timesteps differently); `first`: the
+    first that packs (the search's thousands of candidates)."""
     failure, best, seen = None, None, set()
     for budget in budgets:
         rows, lifetimes = unsliced_timesteps(plan, budget, costs)
@@ -150,6 +154,9 @@ def _unsliced(plan: GroupPlan, costs, budgets) -> GroupPlan:
         except TpucError as exc:
             failure = exc
             continue
+        if first:
+            plan.timesteps = rows
+            return plan
         guess = estimate(plan, rows, costs)
         if best is None or guess < best[0]:
             best = (guess, rows, lifetimes)
