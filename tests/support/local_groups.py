@@ -192,3 +192,44 @@ def fire_onnx(work: Path) -> tuple[str, str]:
         init("B4", (32,), 0.2),
     ]
     return transformed(work, "fire", nodes, [("x", [1, 8, 40, 24])], "y", inits)
+
+
+def prefetch_chain_onnx(work: Path) -> tuple[str, str]:
+    """(mlir, cali table) of a chain whose late weights outweigh its late
+    compute: 3x3 convs over 64 channels at 48x48, then a 3x3 stride-2 conv
+    to 128 channels, a 3x3 conv to 256 and a 1x1 conv on 24x24 (their
+    filters load while the early convs compute), and a residual Add over
+    the last two."""
+    from native_models import transformed
+
+    rng = np.random.default_rng(11)
+
+    def init(name, shape, scale=0.2):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "W2", "B2"], ["c2"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c2"], ["r2"]),
+        node("Conv", ["r2", "W3", "B3"], ["c3"], pads=[1] * 4, kernel_shape=[3, 3], strides=[2, 2]),
+        node("Relu", ["c3"], ["r3"]),
+        node("Conv", ["r3", "W4", "B4"], ["c4"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c4"], ["r4"]),
+        node("Conv", ["r4", "W5", "B5"], ["c5"], kernel_shape=[1, 1]),
+        node("Add", ["c5", "r4"], ["z"]),
+    ]
+    inits = [
+        init("W1", (64, 16, 3, 3)),
+        init("B1", (64,), 1.0),
+        init("W2", (64, 64, 3, 3), 0.05),
+        init("B2", (64,), 1.0),
+        init("W3", (128, 64, 3, 3), 0.05),
+        init("B3", (128,), 1.0),
+        init("W4", (256, 128, 3, 3), 0.03),
+        init("B4", (256,), 1.0),
+        init("W5", (256, 256, 1, 1), 0.05),
+        init("B5", (256,), 0.5),
+    ]
+    return transformed(work, "prefetch", nodes, [("x", [1, 16, 48, 48])], "z", inits)

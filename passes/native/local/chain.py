@@ -28,6 +28,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     quantize,
     wide,
 )
+from tpuc.passes.native.local.costs import Guesses
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -39,7 +40,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
-from tpuc.passes.native.local.reuse import lifetimes
+from tpuc.passes.native.local.prefetch import estimate, unsliced_timesteps
 
 
 def _label(op: Operation) -> str:
@@ -110,11 +111,15 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1, packed: bool = True) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False
+               ) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
     nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
-    each have banks of their own); raises NotExpressible for an op without a local
-    form, TpucError when the slicing or local memory does not work out."""
+    each have banks of their own; `costs`: what an unsliced group's
+    timesteps are planned with, costs.Guesses by default; `fine`: sweep
+    FINE_BUDGETS instead of PREFETCH_BUDGETS); raises
+    NotExpressible for an op without a local form, TpucError when the
+    slicing or local memory does not work out."""
     ops = list(ops)
     coeffs = [rule_of(op).coeffs(op, ctx) for op in ops]  # refuses forms without a local rule
     planes = [op for op in ops if not rule_of(op).splits_h(op)]
@@ -141,14 +146,54 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
+    if plan.steps == 1:
+        if fine:
+            return _unsliced(plan, costs or Guesses(), FINE_BUDGETS)
+        return _unsliced(plan, costs or Guesses(), PREFETCH_BUDGETS, first=True)
+    allocate(plan)
     plan.timesteps = chain_timesteps(plan)
-    try:
-        allocate(plan)
-    except TpucError:
-        alive = lifetimes(plan)
-        if alive is None:
-            raise
-        allocate(plan, alive)  # a one-step group: buffers never alive together share
+    return plan
+
+
+PREFETCH_BUDGETS = (0.8, 0.6, 0.0)
+"""Shares of a lane an unsliced group's early loads may fill (prefetch.py),
+tried in turn during the search until the buffers pack; 0: each load in the
+timestep before its reader."""
+FINE_BUDGETS = (*(round(0.95 - 0.01 * i, 2) for i in range(46)), 0.0)
+"""The sweep for a group the search keeps (`fine`): the greedy's cycles jump
+with the budget (resnet50's 70-op group: 554,688 at 0.80, 540,032 at 0.82,
+611,265 at 0.78 by the estimate), so a kept group tries every step."""
+
+
+def _unsliced(plan: GroupPlan, costs, budgets, first: bool = False) -> GroupPlan:
+    """An unsliced group's loads spread over the earlier ops' timesteps and
+    its buffers packed by lifetime (prefetch.py): of the budgets whose
+    buffers pack, the table with the fewest estimated cycles (the sum over
+    timesteps of the larger of their TIU and GDMA times; more prefetch is
+    not always better, as it cuts the timesteps differently); `first`: the
+    first that packs (the search's thousands of candidates)."""
+    failure, best, seen = None, None, set()
+    for budget in budgets:
+        rows, lifetimes = unsliced_timesteps(plan, budget, costs)
+        table = tuple(tuple((i.kind, id(i.target)) for i in row) for row in rows)
+        if table in seen:
+            continue  # another budget gave the same table
+        seen.add(table)
+        try:
+            allocate(plan, lifetimes)
+        except TpucError as exc:
+            failure = exc
+            continue
+        if first:
+            plan.timesteps = rows
+            return plan
+        guess = estimate(plan, rows, costs)
+        if best is None or guess < best[0]:
+            best = (guess, rows, lifetimes)
+    if best is None:
+        raise failure
+    allocate(plan, best[2])
+    plan.timesteps = best[1]
     return plan
 
 

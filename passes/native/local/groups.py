@@ -28,6 +28,7 @@ are put back in line for the native emitter.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects.builtin import ModuleOp
@@ -36,17 +37,20 @@ from xdsl.ir import SSAValue
 from tpuc.base.errors import TpucError
 from tpuc.ir.core import tensor_names
 from tpuc.passes.address_assign import address_of, align_up, set_address
-from tpuc.passes.layer_group.group import GroupInvalid, max_secs, plan_group_at
+from tpuc.passes.layer_group.group import GroupInvalid, max_secs, plan_group, plan_group_at
 from tpuc.passes.layer_group.group import GroupPlan as IrPlan
 from tpuc.passes.layer_group.search import Planner
 from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, quant_of
 from tpuc.passes.native.local.chain import plan_chain
+from tpuc.passes.native.local.costs import VendorCosts
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
 from tpuc.passes.native.local.merge import merge_runs
 from tpuc.passes.native.local.plan import GroupPlan, Slice
 from tpuc.passes.native.rules import load_rules
 
 PLACE_ALIGN = 4096
+LENIENT = 16  # times a lane's bytes that tpuc's own plan of a native candidate may use
+MEMORY_REASONS = ("weights need", "weights do not fit", "does not fit")
 
 # Ops whose local rule passes its own tests but gave wrong numbers inside a planned
 # group on a real model: model_deploy keeps them global layers until that is understood
@@ -111,9 +115,17 @@ class NativePlanner(Planner):
     pricer: GroupPricer | None = None
     native: dict[tuple[int, int], tuple[IrPlan, GroupPlan] | str] = field(default_factory=dict)
     global_prices: dict[int, int] = field(default_factory=dict)
+    costs: VendorCosts | None = None
+    lenient: dict[tuple[int, int], IrPlan | str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.costs is None and self.pricer is not None:
+            self.costs = VendorCosts(self.ctx, self.pricer)
 
     def plan(self, first: int, last: int) -> IrPlan | str:
         found = super().plan(first, last)
+        if isinstance(found, str) and any(m in found for m in MEMORY_REASONS):
+            found = self._unbounded(first, last)
         if not isinstance(found, IrPlan):
             return found
         key = (first, last)
@@ -121,6 +133,20 @@ class NativePlanner(Planner):
             self.native[key] = self._cheapest(found)
         chosen = self.native[key]
         return chosen if isinstance(chosen, str) else chosen[0]
+
+    def _unbounded(self, first: int, last: int) -> IrPlan | str:
+        """tpuc's plan of a run whose weights or buffers overflow tpuc's own
+        layout, on a lane LENIENT times as large: the native plan keeps only
+        the buffers alive at each timestep (prefetch.py) and is the judge of
+        what fits, and the group IR only needs slices and tpuc's timesteps."""
+        key = (first, last)
+        if key not in self.lenient:
+            layout = replace(self.layout, lmem_bytes=self.layout.lmem_bytes * LENIENT)
+            try:
+                self.lenient[key] = plan_group(self.ops[first : last + 1], layout, self.timing)
+            except GroupInvalid as exc:
+                self.lenient[key] = str(exc)
+        return self.lenient[key]
 
     def _cheapest(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
         """The native plan at tpuc's planner's slice counts (the fewest that
@@ -158,6 +184,9 @@ class NativePlanner(Planner):
         best = self.native.get((first, last))
         if not isinstance(best, tuple):
             return
+        if best[1].steps == 1:  # kept: sweep its prefetch budgets finely
+            fine = self._priced(best[0], fine=True)
+            best = fine if isinstance(fine, tuple) else best
         for axis in ("h", "n"):
             current = best[0]
             while (current := self._doubled(current, axis)) is not None:
@@ -169,7 +198,7 @@ class NativePlanner(Planner):
                 best = other
         self.native[(first, last)] = best
 
-    def _priced(self, found: IrPlan) -> tuple[IrPlan, GroupPlan] | str:
+    def _priced(self, found: IrPlan, fine: bool = False) -> tuple[IrPlan, GroupPlan] | str:
         """The IR plan with the vendor's cycles and its native plan, or why
         the native rules cannot write it."""
         secs = found.secs
@@ -177,7 +206,8 @@ class NativePlanner(Planner):
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
             ops = found.graph.ops
-            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops))
+            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops),
+                               costs=self.costs, fine=fine)  # fmt: skip
         except TpucError as exc:
             return f"native: {exc}"
         return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
@@ -238,10 +268,12 @@ def _ir_slices(store) -> list[Slice]:
     return [Slice(ni, ns, hi, hs) for ni, ns in slices.axis("n") for hi, hs in slices.axis("h")]
 
 
-def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
+def native_group_plans(module: ModuleOp, vendor=None) -> tuple[ModuleOp, list[GroupPlan]]:
     """A copy of `module` with every tpu.Group's ops back in line (their
     stored results keep the group results' addresses) and each group's
-    native plan; raises if a plan's slices are not the group's."""
+    native plan; raises if a plan's slices are not the group's. `vendor`:
+    plan unsliced groups' timesteps with the vendor's cycles, as the
+    planner priced them (costs.VendorCosts; without it, the rough guesses)."""
     from tpuc.dialects.tpu.group import GroupOp
     from tpuc.ir.core import main_function
     from tpuc.ir.weights import attach_weights, weights_of
@@ -264,14 +296,23 @@ def native_group_plans(module: ModuleOp) -> tuple[ModuleOp, list[GroupPlan]]:
     ungroup(block)
     ctx = NativeContext(flat)
     plans = []
-    for ops, n, h, stored in found:
-        plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops))
-        for value, slices in stored.items():
-            if list(plan.tensors[value].slices) != slices:
-                raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
-                                "stored tensor differ from the group IR's")  # fmt: skip
-        plans.append(plan)
+    with ExitStack() as stack:
+        costs = None
+        if vendor is not None:
+            costs = VendorCosts(ctx, stack.enter_context(GroupPricer(vendor)))
+        for ops, n, h, stored in found:
+            plans.append(_emitted_plan(ops, ctx, n, h, stored, costs))
     return flat, plans
+
+
+def _emitted_plan(ops, ctx, n: int, h: int, stored: dict, costs) -> GroupPlan:
+    """plan_chain's plan of a group's ops, checked against its stores' slices."""
+    plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops), costs=costs, fine=True)
+    for value, slices in stored.items():
+        if list(plan.tensors[value].slices) != slices:
+            raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "
+                            "stored tensor differ from the group IR's")  # fmt: skip
+    return plan
 
 
 __all__ = ["NativePlanner", "PricingContext", "native_group_plans", "plan_native_groups"]

@@ -159,17 +159,17 @@ def _banks(addr: int, size: int) -> range:
     return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
 
 
-def _first_fit(size: int, placed: list, avoid: set[int], live=None) -> int:
+def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=None) -> int:
     """The lowest EU-aligned address where `size` bytes overlap no placed
-    buffer and share no bank with a placed buffer in `avoid` (`live`: the
-    placed buffers alive at the same time, all when None)."""
+    buffer and share no bank with a placed buffer in `avoid` (with
+    `lifetimes`: only buffers whose rows meet `life`)."""
+    if lifetimes is not None:
+        placed = [p for p in placed if p[3][0] <= life[1] and life[0] <= p[3][1]]
     addr = 0
     moved = True
     while moved:
         moved = False
-        for owner, start, length in placed:
-            if live is not None and not live(owner):
-                continue
+        for owner, start, length, _ in placed:
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
                 mine, theirs = _banks(addr, size), _banks(start, length)
@@ -190,11 +190,36 @@ def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = Non
     operand, result, coefficient or scratch buffer of one TIU op shares a
     bank with another (the vendor's local kernels compute wrong values when
     they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
-    not fit one lane's 256 KiB. `lifetimes` (id(owner) -> first and last
-    timestep, `reuse.lifetimes`): packed buffers whose lifetimes do not
-    meet may share addresses."""
+    not fit one lane's 256 KiB. `lifetimes` (id of a tensor or LocalOp ->
+    first and last timestep, inclusive): buffers whose timesteps do not
+    meet may share bytes, placed largest (bytes × timesteps) first."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    conflicts = _conflicts(plan)
+    if lifetimes is None:
+        return _place(plan, wanted, None, conflicts)
+    failure = None
+    for order in LIFETIME_ORDERS:
+        ordered = sorted(wanted, key=lambda item: order(item, lifetimes))
+        try:
+            return _place(plan, ordered, lifetimes, conflicts)
+        except TpucError as exc:
+            failure = exc
+    raise failure
+
+
+LIFETIME_ORDERS = (
+    lambda item, life: (-item[1] * (life[id(item[0])][1] - life[id(item[0])][0] + 1),
+                        life[id(item[0])][0]),
+    lambda item, life: (life[id(item[0])][0], -item[1]),
+    lambda item, life: (-item[1], life[id(item[0])][0]),
+)  # fmt: skip
+"""Orders the packing tries in turn: bytes x timesteps, then by first timestep
+(interval first-fit), then by bytes."""
+
+
+def _place(plan: GroupPlan, wanted: list, lifetimes, conflicts) -> None:
+    """Addresses for `wanted` (owner, bytes) in this order (see allocate)."""
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
     if total_banks > LMEM_BANKS and not plan.packed:
         raise TpucError(
@@ -202,23 +227,15 @@ def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = Non
             f"local buffers need {total_banks} banks of their own (the chip has {LMEM_BANKS}); "
             "packed groups are not written by model_deploy (module docstring)"
         )
-    conflicts = _conflicts(plan)
     cursor, placed, where = 0, [], {}
     for owner, size in wanted:
         length = -(-size // EU_BYTES) * EU_BYTES
+        life = lifetimes[id(owner)] if lifetimes is not None else None
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            live = None
-            if lifetimes is not None:
-                first, last = lifetimes[id(owner)]
-
-                def live(other, first=first, last=last):
-                    a, b = lifetimes[id(other)]
-                    return a <= last and first <= b
-
-            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), live)
-        placed.append((owner, addr, length))
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), life, lifetimes)
+        placed.append((owner, addr, length, life))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
     if cursor > LMEM_BYTES:
