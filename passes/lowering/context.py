@@ -88,6 +88,7 @@ class LoweringState:
     replaced: dict[SSAValue, SSAValue] = field(default_factory=dict)  # TOP value -> lowered
     regions: dict = field(default_factory=dict)  # filled by preparers (int8_region)
     modes: dict[Operation, str] = field(default_factory=dict)  # TOP op -> its mode
+    float_epilogue: bool = True  # the pass's option (ConvertTopToTpuPass.float_epilogue)
 
     def fresh_name(self, base: str) -> str:
         name, index = base, 1
@@ -259,7 +260,7 @@ class Lowering:
         away the accumulator's precision. None when the result must stay
         quantized (an INT8 reader, or a function output: INT8 models return
         their int8 results, as TPU-MLIR's do)."""
-        if not self.chip.float_epilogue:
+        if not (self.chip.float_epilogue and self.state.float_epilogue):
             return None
         users = [use.operation for value in self.op.results for use in value.uses]
         readers = [self.state.modes.get(u, "INT8") for u in users]  # outputs stay INT8

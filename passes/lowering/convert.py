@@ -81,6 +81,12 @@ class ConvertTopToTpuPass(ModulePass):
 
     qtable: str = ""
     asymmetric: bool = False
+    float_epilogue: bool = True
+    """An INT8 conv/matmul that only float layers read may hand them its
+    dequantized accumulator (on a chip with `float_epilogue`); false: it
+    requantizes to int8 and a Cast dequantizes, as TPU-MLIR lowers it (the
+    native target, where the epilogue is an int32 result and two more DDR
+    passes the layer groups cannot hold)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from tpuc.base.module_state import ModuleState, advance_state, require_state
@@ -108,7 +114,13 @@ class ConvertTopToTpuPass(ModulePass):
                 )
             names = {n for o in ops for n in o.names}
             state = LoweringState(
-                chip, self.asymmetric, weights_of(op), calibrated, names, modes=modes
+                chip,
+                self.asymmetric,
+                weights_of(op),
+                calibrated,
+                names,
+                modes=modes,
+                float_epilogue=self.float_epilogue,
             )
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):
