@@ -165,8 +165,10 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
     # the call requantizes per column itself: a symmetric i8 result (with
     # fuse_rq a u8 one fails the kernel's dtype check, and zero points
-    # differ from the TPU interpreter)
-    fused = per_column and dtype_name(op.results[0]) == "i8" and symmetric(op)
+    # differ from the TPU interpreter), M > 1 (with one row, inception_v1's
+    # fc before its softmax, every value differed from the interpreter;
+    # fc_as_conv takes it)
+    fused = per_column and m > 1 and dtype_name(op.results[0]) == "i8" and symmetric(op)
     common = common_shift(table) if fused else None
     if common is not None:
         per_column = False

@@ -7,7 +7,11 @@ interpreter (the float references: onnxruntime in model_transform's check):
   dequantizes (TPU-MLIR's form; the conv then fits a layer group), instead
   of tpuc's int32 accumulator dequantized in two more DDR passes;
 - densenet121's BatchNorm, Mul, Add, Relu after a Concat: one Scale after
-  canonicalize, one depthwise 1x1 conv in INT8 (no Add).
+  canonicalize, one depthwise 1x1 conv in INT8 (no Add);
+- a squeezenet fire module: the two expand convs, which only the Concat
+  reads, requantize straight to the Concat's scale (a plain copy);
+- an fc read by a Softmax (inception_v1's head), now with an i8 result
+  per column: M = 1 and M = 4 rows.
 """
 
 from __future__ import annotations
@@ -60,6 +64,27 @@ def bn_model(tmp_path_factory):
     inits.append(numpy_helper.from_array(rng.uniform(0.5, 2, c).astype("f4"), "v"))
     inits += [init(rng, "k", (c, 1, 1), 1.0), init(rng, "a", (c, 1, 1), 1.0)]
     return work, *transformed(work, "bn", nodes, [("x", [1, 8, 12, 12])], ["y"], inits)
+
+
+@pytest.fixture(scope="module")
+def fire_model(tmp_path_factory):
+    """Squeeze 1x1, expand 1x1 and 3x3 (ReLUs), Concat, Conv 1x1."""
+    work = tmp_path_factory.mktemp("native_fire")
+    rng = np.random.default_rng(7)
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1"], ["s"], kernel_shape=[1, 1]),
+        node("Relu", ["s"], ["rs"]),
+        node("Conv", ["rs", "W2"], ["e1"], kernel_shape=[1, 1]),
+        node("Relu", ["e1"], ["re1"]),
+        node("Conv", ["rs", "W3"], ["e3"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["e3"], ["re3"]),
+        node("Concat", ["re1", "re3"], ["cat"], axis=1),
+        node("Conv", ["cat", "W4"], ["y"], kernel_shape=[1, 1]),
+    ]
+    inits = [init(rng, "W1", (8, 16, 1, 1)), init(rng, "W2", (16, 8, 1, 1), 0.6)]
+    inits += [init(rng, "W3", (16, 8, 3, 3)), init(rng, "W4", (10, 32, 1, 1))]
+    return work, *transformed(work, "fire", nodes, [("x", [1, 16, 20, 20])], ["y"], inits)
 
 
 def run_grouped(work, mlir: str, table: str, vendor, float_epilogue: bool):
@@ -130,3 +155,36 @@ def test_batchnorm_mul_add_relu_is_one_depthwise_conv(bn_model, vendor):
     ]
     assert [op.names[0] for op in depthwise] == ["r"] and depthwise[0].value("do_relu")
     assert not any(isinstance(op, tpu.AddOp) for op in module.walk())
+
+
+def test_fire_concat_copies_inputs_at_its_scale(fire_model, vendor):
+    from tpuc.dialects import tpu
+
+    work, mlir, table = fire_model
+    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    check(outputs, expected, "INT8")
+    (cat,) = [op for op in module.walk() if isinstance(op, tpu.ConcatOp)]
+    assert cat.value("multiplier") == [1, 1] and cat.value("rshift") == [0, 0]
+    assert {v.type.element_type for v in cat.operands} == {cat.results[0].type.element_type}
+
+
+@pytest.fixture(scope="module", params=[1, 4])
+def fc_model(tmp_path_factory, request):
+    """Gemm [M, 1024] x [1024, 1000] + bias, Softmax (inception_v1's head)."""
+    m = request.param
+    work = tmp_path_factory.mktemp(f"native_fc{m}")
+    rng = np.random.default_rng(8)
+    node = helper.make_node
+    nodes = [
+        node("Relu", ["x"], ["r"]),
+        node("Gemm", ["r", "W", "B"], ["g"], transB=1),
+        node("Softmax", ["g"], ["y"], axis=1),
+    ]
+    inits = [init(rng, "W", (1000, 1024), 0.05), init(rng, "B", (1000,), 0.1)]
+    return work, *transformed(work, "fc", nodes, [("x", [m, 1024])], ["y"], inits)
+
+
+def test_fc_read_by_softmax(fc_model, vendor):
+    work, mlir, table = fc_model
+    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    check(outputs, expected, "INT8")
