@@ -11,7 +11,9 @@ interpreter (the float references: onnxruntime in model_transform's check):
 - a squeezenet fire module: the two expand convs, which only the Concat
   reads, requantize straight to the Concat's scale (a plain copy);
 - an fc read by a Softmax (inception_v1's head), now with an i8 result
-  per column: M = 1 and M = 4 rows.
+  per column: M = 1 and M = 4 rows;
+- inception_v1's head pool (7x7, pads [0, 0, 1, 1], over 6x6, padding not
+  counted): one window over the whole input, an INT8 global pool.
 """
 
 from __future__ import annotations
@@ -188,3 +190,34 @@ def test_fc_read_by_softmax(fc_model, vendor):
     work, mlir, table = fc_model
     outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
     check(outputs, expected, "INT8")
+
+
+@pytest.fixture(scope="module")
+def head_model(tmp_path_factory):
+    """Conv 1x1 + Relu over 6x6, AveragePool 7x7 pads [0, 0, 1, 1], Flatten, Gemm."""
+    work = tmp_path_factory.mktemp("native_head")
+    rng = np.random.default_rng(9)
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1"], ["c"], kernel_shape=[1, 1]),
+        node("Relu", ["c"], ["r"]),
+        node("AveragePool", ["r"], ["p"], kernel_shape=[7, 7], pads=[0, 0, 1, 1]),
+        node("Flatten", ["p"], ["f"]),
+        node("Gemm", ["f", "W2"], ["y"], transB=1),
+    ]
+    inits = [init(rng, "W1", (96, 32, 1, 1)), init(rng, "W2", (10, 96), 0.1)]
+    return work, *transformed(work, "head", nodes, [("x", [1, 32, 6, 6])], ["y"], inits)
+
+
+def test_whole_input_average_pool_stays_int8(head_model, vendor):
+    """No dequantizing Cast but the output's."""
+    from tpuc.dialects import tpu
+    from tpuc.passes.native.context import quant_of
+
+    work, mlir, table = head_model
+    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    check(outputs, expected, "INT8")
+    (pool,) = [op for op in module.walk() if isinstance(op, tpu.Pool2DOp)]
+    assert pool.value("kernel_shape") == [6, 6] and pool.value("multiplier")
+    casts = [op for op in module.walk() if isinstance(op, tpu.CastOp)]
+    assert all(quant_of(op.operands[0]) is None or op.names[0] == "y" for op in casts)
