@@ -90,7 +90,8 @@ def fire_model(tmp_path_factory):
 
 
 def run_grouped(work, mlir: str, table: str, vendor, float_epilogue: bool):
-    """(native outputs, interpreter outputs, lowered module, group count) in
+    """(native outputs, interpreter outputs, lowered module, names of the
+    grouped ops, model_deploy's check bound: None is bit for bit) in
     INT8 with layer groups planned on the vendor's cycles (model_deploy's
     native path)."""
     from tpuc.dialects.tpu.group import GroupOp
@@ -99,7 +100,7 @@ def run_grouped(work, mlir: str, table: str, vendor, float_epilogue: bool):
     from tpuc.ir.weights import WeightStore
     from tpuc.passes.native.emit import generate_native
     from tpuc.target.vendor.run import run_native
-    from tpuc.tools.deploy_native import finalize_grouped
+    from tpuc.tools.deploy_native import check_kind, finalize_grouped
     from tpuc.workflow.deploy import lower
 
     module, store = load_module(mlir)
@@ -110,8 +111,11 @@ def run_grouped(work, mlir: str, table: str, vendor, float_epilogue: bool):
     finalize_grouped(module, WeightStore(store), "bm1684x", 2, vendor)
     bmodel = work / f"grouped_{float_epilogue}.bmodel"
     bmodel.write_bytes(generate_native(module, vendor, profile=False).bmodel)
-    groups = sum(isinstance(op, GroupOp) for op in module.walk())
-    return run_native(bmodel, inputs, vendor), expected, lowered, groups
+    groups = {
+        n for g in module.walk() if isinstance(g, GroupOp) for op in g.layers() for n in op.names
+    }
+    bound = check_kind("INT8", False, module)[0]
+    return run_native(bmodel, inputs, vendor), expected, lowered, groups, bound
 
 
 def conv_results(module) -> dict[str, str]:
@@ -130,9 +134,13 @@ def test_conv_read_by_float_layer_requantizes_then_casts(lrn_model, vendor):
     from tpuc.dialects import tpu
 
     work, mlir, table = lrn_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, float_epilogue=False)
+    outputs, expected, module, groups, bound = run_grouped(
+        work, mlir, table, vendor, float_epilogue=False
+    )
     check(outputs, expected, "INT8")
     assert conv_results(module)["r1"] in ("i8", "u8")
+    assert {"r1", "r1_f32"} <= groups  # the dequantizing Cast is local, after the conv
+    assert bound is None  # a group storing f32 computes nothing in float: bit for bit
     conv = next(op for op in module.walk() if isinstance(op, tpu.Conv2DOp))
     readers = {type(use.operation) for use in conv.results[0].uses}
     assert readers == {tpu.CastOp}
@@ -141,7 +149,9 @@ def test_conv_read_by_float_layer_requantizes_then_casts(lrn_model, vendor):
 def test_float_epilogue_stays_the_default(lrn_model, vendor):
     """tpuc's own target keeps the dequantized accumulator (more precise)."""
     work, mlir, table = lrn_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, float_epilogue=True)
+    outputs, expected, module, groups, bound = run_grouped(
+        work, mlir, table, vendor, float_epilogue=True
+    )
     check(outputs, expected, "INT8")
     assert conv_results(module)["r1"] == "f32"
 
@@ -150,7 +160,9 @@ def test_batchnorm_mul_add_relu_is_one_depthwise_conv(bn_model, vendor):
     from tpuc.dialects import tpu
 
     work, mlir, table = bn_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, float_epilogue=False)
+    outputs, expected, module, groups, bound = run_grouped(
+        work, mlir, table, vendor, float_epilogue=False
+    )
     check(outputs, expected, "INT8")
     depthwise = [
         op for op in module.walk() if isinstance(op, tpu.Conv2DOp) and (op.value("group") or 1) > 1
@@ -163,7 +175,7 @@ def test_fire_concat_copies_inputs_at_its_scale(fire_model, vendor):
     from tpuc.dialects import tpu
 
     work, mlir, table = fire_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    outputs, expected, module, groups, bound = run_grouped(work, mlir, table, vendor, False)
     check(outputs, expected, "INT8")
     (cat,) = [op for op in module.walk() if isinstance(op, tpu.ConcatOp)]
     assert cat.value("multiplier") == [1, 1] and cat.value("rshift") == [0, 0]
@@ -188,7 +200,7 @@ def fc_model(tmp_path_factory, request):
 
 def test_fc_read_by_softmax(fc_model, vendor):
     work, mlir, table = fc_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    outputs, expected, module, groups, bound = run_grouped(work, mlir, table, vendor, False)
     check(outputs, expected, "INT8")
 
 
@@ -215,7 +227,7 @@ def test_whole_input_average_pool_stays_int8(head_model, vendor):
     from tpuc.passes.native.context import quant_of
 
     work, mlir, table = head_model
-    outputs, expected, module, groups = run_grouped(work, mlir, table, vendor, False)
+    outputs, expected, module, groups, bound = run_grouped(work, mlir, table, vendor, False)
     check(outputs, expected, "INT8")
     (pool,) = [op for op in module.walk() if isinstance(op, tpu.Pool2DOp)]
     assert pool.value("kernel_shape") == [6, 6] and pool.value("multiplier")
