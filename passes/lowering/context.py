@@ -260,8 +260,10 @@ class Lowering:
         away the accumulator's precision. None when the result must stay
         quantized (an INT8 reader, or a function output: INT8 models return
         their int8 results, as TPU-MLIR's do)."""
-        if not (self.chip.float_epilogue and self.state.float_epilogue):
+        if not self.chip.float_epilogue:
             return None
+        if not self.state.float_epilogue and not isinstance(self.op, top.MatMulOp):
+            return None  # the pass's option: convolutions requantize (a matmul keeps it)
         users = [use.operation for value in self.op.results for use in value.uses]
         readers = [self.state.modes.get(u, "INT8") for u in users]  # outputs stay INT8
         if not readers or "INT8" in readers:

@@ -83,10 +83,11 @@ class ConvertTopToTpuPass(ModulePass):
     asymmetric: bool = False
     float_epilogue: bool = True
     """An INT8 conv/matmul that only float layers read may hand them its
-    dequantized accumulator (on a chip with `float_epilogue`); false: it
-    requantizes to int8 and a Cast dequantizes, as TPU-MLIR lowers it (the
-    native target, where the epilogue is an int32 result and two more DDR
-    passes the layer groups cannot hold)."""
+    dequantized accumulator (on a chip with `float_epilogue`); false: a
+    convolution requantizes to int8 and a Cast dequantizes, as TPU-MLIR
+    lowers it (the native target, where the epilogue is an int32 result and
+    two more DDR passes the layer groups cannot hold); a matmul keeps the
+    epilogue (an fc's few values: cheaper than its int8 result and Cast)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from tpuc.base.module_state import ModuleState, advance_state, require_state

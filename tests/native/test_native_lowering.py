@@ -10,8 +10,9 @@ interpreter (the float references: onnxruntime in model_transform's check):
   canonicalize, one depthwise 1x1 conv in INT8 (no Add);
 - a squeezenet fire module: the two expand convs, which only the Concat
   reads, requantize straight to the Concat's scale (a plain copy);
-- an fc read by a Softmax (inception_v1's head), now with an i8 result
-  per column: M = 1 and M = 4 rows;
+- an fc with an i8 result per column (a function output: INT8 models
+  return int8), M = 1 and M = 4 rows, and one read by a Softmax, which
+  keeps the float epilogue;
 - inception_v1's head pool (7x7, pads [0, 0, 1, 1], over 6x6, padding not
   counted): one window over the whole input, an INT8 global pool.
 """
@@ -182,26 +183,29 @@ def test_fire_concat_copies_inputs_at_its_scale(fire_model, vendor):
     assert {v.type.element_type for v in cat.operands} == {cat.results[0].type.element_type}
 
 
-@pytest.fixture(scope="module", params=[1, 4])
+@pytest.fixture(scope="module", params=[(1, False), (4, False), (1, True)])
 def fc_model(tmp_path_factory, request):
-    """Gemm [M, 1024] x [1024, 1000] + bias, Softmax (inception_v1's head)."""
-    m = request.param
+    """Gemm [M, 1024] x [1024, 1000] + bias (inception_v1's head), its
+    int8 result the output or read by a Softmax."""
+    m, softmax = request.param
     work = tmp_path_factory.mktemp(f"native_fc{m}")
     rng = np.random.default_rng(8)
     node = helper.make_node
-    nodes = [
-        node("Relu", ["x"], ["r"]),
-        node("Gemm", ["r", "W", "B"], ["g"], transB=1),
-        node("Softmax", ["g"], ["y"], axis=1),
-    ]
+    nodes = [node("Relu", ["x"], ["r"]), node("Gemm", ["r", "W", "B"], ["g"], transB=1)]
+    if softmax:
+        nodes.append(node("Softmax", ["g"], ["y"], axis=1))
     inits = [init(rng, "W", (1000, 1024), 0.05), init(rng, "B", (1000,), 0.1)]
-    return work, *transformed(work, "fc", nodes, [("x", [m, 1024])], ["y"], inits)
+    out = "y" if softmax else "g"
+    return softmax, work, *transformed(work, "fc", nodes, [("x", [m, 1024])], [out], inits)
 
 
-def test_fc_read_by_softmax(fc_model, vendor):
-    work, mlir, table = fc_model
+def test_fc_per_column(fc_model, vendor):
+    softmax, work, mlir, table = fc_model
     outputs, expected, module, groups, bound = run_grouped(work, mlir, table, vendor, False)
     check(outputs, expected, "INT8")
+    assert conv_results(module) == {}
+    fc_type = next(op for op in module.walk() if op.name == "tpu.MatMul").results[0].type
+    assert (fc_type.element_type.name == "f32") == softmax  # the epilogue stays for an fc
 
 
 @pytest.fixture(scope="module")
