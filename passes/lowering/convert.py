@@ -81,6 +81,13 @@ class ConvertTopToTpuPass(ModulePass):
 
     qtable: str = ""
     asymmetric: bool = False
+    float_epilogue: bool = True
+    """An INT8 conv/matmul that only float layers read may hand them its
+    dequantized accumulator (on a chip with `float_epilogue`); false: a
+    convolution requantizes to int8 and a Cast dequantizes, as TPU-MLIR
+    lowers it (the native target, where the epilogue is an int32 result and
+    two more DDR passes the layer groups cannot hold); a matmul keeps the
+    epilogue (an fc's few values: cheaper than its int8 result and Cast)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from tpuc.base.module_state import ModuleState, advance_state, require_state
@@ -108,7 +115,13 @@ class ConvertTopToTpuPass(ModulePass):
                 )
             names = {n for o in ops for n in o.names}
             state = LoweringState(
-                chip, self.asymmetric, weights_of(op), calibrated, names, modes=modes
+                chip,
+                self.asymmetric,
+                weights_of(op),
+                calibrated,
+                names,
+                modes=modes,
+                float_epilogue=self.float_epilogue,
             )
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):

@@ -15,7 +15,8 @@
   - INT8 per column (tpuc quantizes a weight per output column) with one
     right shift (INT8 lowering gives a matmul's columns one) and an i8
     result: the call's requant with the columns' multipliers as a fourth
-    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul);
+    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul); one row as two
+    (`two_rows`: with one the call is wrong);
   - INT8 per column otherwise (shifts that differ, a u8 result): the int32
     product and bias, transposed, requant_int per channel, transposed back
     (`per_column_fc`); with M = 1, or a relu the requant's saturation does
@@ -165,7 +166,7 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
     # the call requantizes per column itself: a symmetric i8 result (with
     # fuse_rq a u8 one fails the kernel's dtype check, and zero points
-    # differ from the TPU interpreter)
+    # differ from the TPU interpreter); one row runs as two (two_rows)
     fused = per_column and dtype_name(op.results[0]) == "i8" and symmetric(op)
     common = common_shift(table) if fused else None
     if common is not None:
@@ -209,8 +210,34 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     spec.round_mode = round_mode(op)
     if dtype_name(op.results[0]) == "u8":
         spec.if_relu = 1
+    if common is not None and m == 1:
+        return two_rows(op, ctx, spec, inputs, k, n)
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def two_rows(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
+             k: int, n: int) -> list[NativeCall]:  # fmt: skip
+    """The fused per-column call on one row gives every column wrong values
+    (inception_v1's fc before its softmax, all 1000 differed from the
+    interpreter; with two rows or more it is exact): the row twice in a
+    scratch [2, K], the call on it, the first result row copied out. Two
+    1 KB copies cost far less than fc_as_conv (51.6k vendor cycles against
+    the call's ~20k at K = 1024, N = 1000)."""
+    from tpuc.passes.native.data import concat_call
+
+    x, y = op.operands[0], op.results[0]
+    rows_in, rows_out = ctx.scratch(2 * k + 2 * n, 0), ctx.scratch(2 * k + 2 * n, 1)
+    x_code, y_code = dtype_code(x), dtype_code(y)
+    row = ctx.spec(x, (1, k))
+    fc = ctx.call("backend_api_fc_global", spec, op,
+                  inputs=[raw_spec(rows_in, x_code, (2, k)), *inputs[1:]],
+                  outputs=[raw_spec(rows_out, y_code, (2, n))])  # fmt: skip
+    return [
+        concat_call(ctx, [row, row], raw_spec(rows_in, x_code, (2, k)), 0),
+        fc,
+        concat_call(ctx, [raw_spec(rows_out, y_code, (1, n))], ctx.spec(y, (1, n)), 1),
+    ]
 
 
 def symmetric(op: Operation) -> bool:

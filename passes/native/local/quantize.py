@@ -1,13 +1,17 @@
-"""The local rule of a quantizing tpu.Cast (float -> INT8), after
-TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
+"""The local rule of a quantizing or dequantizing tpu.Cast (float <->
+INT8), after TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
 quantization joins the first layer group instead of a global layer that
 loads, converts and stores the whole input before the group loads it
-again (TPU-MLIR groups it the same way).
+again (TPU-MLIR groups it the same way); an INT8 layer read by a float one
+(inception_v1's conv and pool before its F32 LRNs) dequantizes in its group
+and stores f32, instead of storing int8 for a global Cast to read back.
 
-`backend_api_requant_float_local` with `requant_fp_param_t` (the global
-rule's fields: scale 1/S, offset Z, the op's round mode) on the slice's
-local addresses; its scratch is a buffer of the input slice's size
+Quantize: `backend_api_requant_float_local` with `requant_fp_param_t` (the
+global rule's fields: scale 1/S, offset Z, the op's round mode) on the
+slice's local addresses; its scratch is a buffer of the input slice's size
 (TPU-MLIR reuses the input's own buffer when nothing else reads it).
+Dequantize: `backend_api_dequant_float_local` with `dequant_fp_param_t`
+(scale S, offset Z, as the global rule), no scratch.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.passes.native.cast import RequantFp, nchw, quantize_scale
+from tpuc.passes.native.cast import DequantFp, RequantFp, nchw, quantize_scale
 from tpuc.passes.native.context import (
+    DTYPE_F32,
     NativeContext,
     NotExpressible,
     dtype_code,
@@ -27,22 +32,54 @@ from tpuc.passes.native.local.ops import Coeff, LocalRule, identity, local_rule
 from tpuc.passes.native.local.plan import GroupPlan
 
 
-def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """No coefficients; refuses every cast but float -> symmetric-or-not INT8."""
+def is_dequantize(op: Operation) -> bool:
+    """INT8 (symmetric or not) -> f32."""
     src, dst = op.operands[0], op.results[0]
-    q = quant_of(dst)
-    if op.value("to") or q is None or quant_of(src) is not None or not is_float(src):
-        raise NotExpressible("a local cast other than float -> INT8 (not written yet)")
+    return quant_of(src) is not None and is_float(dst) and dtype_code(dst) == DTYPE_F32
+
+
+def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """No coefficients; refuses every cast but float -> INT8 and INT8 -> f32."""
+    src, dst = op.operands[0], op.results[0]
+    if op.value("to"):
+        raise NotExpressible("a local cast with a value conversion (not written yet)")
+    if is_dequantize(op):
+        return []
+    if quant_of(dst) is None or quant_of(src) is not None or not is_float(src):
+        raise NotExpressible("a local cast other than float -> INT8, INT8 -> f32")
     return []
 
 
 def quantize_buffer(op: Operation, plan: GroupPlan) -> int:
+    if is_dequantize(op):
+        return 0
     return plan.tensors[op.operands[0]].lane_bytes()
+
+
+def dequantize_command(op: Operation, plan: GroupPlan, step: int) -> list:
+    """dequant_fp_param_t on the slice: scale S_in, offset Z_in (cast.py's global form)."""
+    from tpuc.passes.native.conv import round_mode
+
+    src, dst = op.operands[0], op.results[0]
+    out = plan.tensors[dst].slice_at(step)
+    q = quant_of(src)
+    p = DequantFp()
+    p.input_addr = plan.tensors[src].addr_at(step)
+    p.output_addr = plan.tensors[dst].addr_at(step)
+    _, c, _, w = nchw(dst)
+    p.n, p.c, p.h, p.w = out.n_slice, c, out.h_slice, w
+    p.scale_value, p.offset_value = q.scale, q.zero_point
+    p.input_dtype, p.output_dtype = dtype_code(src), dtype_code(dst)
+    p.round_mode = round_mode(op)
+    name = getattr(op, "names", ["op"])[0]
+    return [("plain_local", name, "backend_api_dequant_float_local", p.to_bytes())]
 
 
 def quantize_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list:
     from tpuc.passes.native.conv import round_mode
 
+    if is_dequantize(op):
+        return dequantize_command(op, plan, step)
     src, dst = op.operands[0], op.results[0]
     out = plan.tensors[dst].slice_at(step)
     p = RequantFp()

@@ -203,6 +203,24 @@ def test_concat_requant():
     assert cat.value("multiplier") == [102, 1] and cat.value("rshift") == [7, 0]
 
 
+def test_concat_inputs_it_alone_reads_take_its_scale():
+    """An input made by a requantizing op for the Concat alone takes the
+    Concat's range (TPU-MLIR's lowering): the Concat copies it; an input also
+    read elsewhere keeps its own and is requantized (3/4 here)."""
+    net = Net()
+    a = net.input("a", SHAPE, (-1.0, 1.0))
+    p = net.op("top.Add", [a, a], "p", SHAPE, (-2.0, 2.0))
+    q = net.op("top.Add", [a, a], "q", SHAPE, (-3.0, 3.0))
+    r = net.op("top.Add", [q, q], "r", SHAPE, (-6.0, 6.0))
+    y = net.op("top.Concat", [p, q], "y", (1, 4, 4), (-4.0, 4.0), axis=1)
+    module = lower(net.text(y, r))[0]
+    cat = op_named(module, "y")
+    assert element(op_named(module, "p").results[0]) == element(cat.results[0])
+    assert QuantParams.of(element(op_named(module, "q").results[0])).scale == 3.0 / 127
+    assert cat.value("multiplier")[0] == 1 and cat.value("rshift")[0] == 0
+    assert cat.value("multiplier")[1] / 2 ** cat.value("rshift")[1] == pytest.approx(0.75)
+
+
 # --- lookup tables -----------------------------------------------------------------------
 
 
