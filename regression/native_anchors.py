@@ -15,6 +15,7 @@ are slow (minutes per large model); keep them out of CI.
 
     python regression/native_anchors.py --anchors DIR [--models resnet50,ppocr_cls]
         [--modes INT8,F16,BF16,F32] [--work native_anchors_work] [--disable_layer_group]
+        [--disable_auto_mix]
 """
 
 from __future__ import annotations
@@ -113,14 +114,13 @@ def versus(model: str, mode: str, cycles: str) -> tuple[str, str]:
     return f"{theirs:,}", ratio
 
 
-def deploy(model: str, mode: str, work: Path, grouped: bool) -> tuple[str, str, str, str]:
+def deploy(model: str, mode: str, work: Path, flags: list[str]) -> tuple[str, str, str, str]:
     """(verdict, cycles, groups, cosine) of one native deploy with verification."""
     table = ["--calibration_table", f"{model}_cali_table"] if mode == "INT8" else []
-    global_only = [] if grouped else ["--disable_layer_group"]
     code, text = tool(["model_deploy.py", "--mlir", f"{model}.mlir", "--chip", "bm1684x",
                        "--quantize", mode, *table, "--test_input", f"{model}_in_f32.npz",
                        "--test_reference", f"{model}_top_outputs.npz", "--tolerance", "0,-10",
-                       *global_only, "--codegen", "native",
+                       *flags, "--codegen", "native",
                        "--model", f"{model}_{mode}_native.bmodel"],
                       work, f"deploy_{mode}.log")  # fmt: skip
     lines = text.strip().splitlines() or ["error: model_deploy printed nothing"]
@@ -143,7 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--disable_layer_group", action="store_true", help="every op a global layer"
     )
+    parser.add_argument(
+        "--disable_auto_mix",
+        action="store_true",
+        help="INT8 without the layers auto-mix keeps in F16 (then held bit for bit, as TPU-MLIR "
+        "quantizes)",
+    )
     args = parser.parse_args(argv)
+    flags = [
+        f"--{name}" for name in ("disable_layer_group", "disable_auto_mix") if vars(args)[name]
+    ]
     failures = 0
     print("| model | mode | result | vendor cycles | TPU-MLIR | ratio | groups: slices n x h x w "
           "| cosine vs TPU interpreter | s |")  # fmt: skip
@@ -155,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             start = time.perf_counter()
             verdict, cycles, grouped, cos = (
-                (error, "-", "-", "-")
-                if error
-                else deploy(model, mode, work, not args.disable_layer_group)
+                (error, "-", "-", "-") if error else deploy(model, mode, work, flags)
             )
             failures += not verdict.startswith(("(bit for bit", "(cosine"))
             theirs, ratio = versus(model, mode, cycles)
