@@ -10,7 +10,8 @@ Prints one row per model and mode: the verdict model_deploy printed (or its
 error), the vendor library's cycles, TPU-MLIR 1.30.2's cycles for its own
 bmodel of the same model and mode and the ratio of the two, the layer groups
 (count, and how many groups have each n x h x w slicing), the output cosine
-against the TPU interpreter, and the wall time. Float runs on the chip model
+against the TPU interpreter ("bit-equal" when the outputs are the same bits,
+as even float rows can be), and the wall time. Float runs on the chip model
 are slow (minutes per large model); keep them out of CI.
 
     python regression/native_anchors.py --anchors DIR [--models resnet50,ppocr_cls]
@@ -87,12 +88,13 @@ def cosine(work: Path, prefix: str) -> str:
         )
     except OSError:
         return "-"
-    worst = 1.0
+    worst, equal = 1.0, True
     for name in got.files:
         a, b = got[name].astype(np.float64).ravel(), want[name].astype(np.float64).ravel()
         norm = np.linalg.norm(a) * np.linalg.norm(b)
         worst = min(worst, float(a @ b / norm) if norm else float(np.array_equal(a, b)))
-    return f"{worst:.7f}"
+        equal &= np.array_equal(a, b)
+    return "bit-equal" if equal else f"{worst:.7f}"
 
 
 def groups(text: str) -> str:

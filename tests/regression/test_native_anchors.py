@@ -35,4 +35,4 @@ def test_smallcnn_int8_with_layer_groups_is_bit_exact(anchors, tmp_path, capsys)
     assert code == 0, row
     assert "| smallcnn | INT8 | (bit for bit" in row
     assert "| 16,298 |" in row  # TPU-MLIR's cycles, with the ratio after them
-    assert "| 1: 1x 1x1x1 |" in row
+    assert "| 1: 1x 1x1x1 | bit-equal |" in row
