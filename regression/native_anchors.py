@@ -130,7 +130,8 @@ def deploy(model: str, mode: str, work: Path, flags: list[str]) -> tuple[str, st
     cycles = found.group(1) if found else "-"
     prefix = f"{model}_bm1684x_{mode.lower()}" + ("_sym" if mode == "INT8" else "")
     if code:
-        return lines[-1][:160], cycles, groups(text), cosine(work, prefix)
+        ended = lines[-1] if "error" in lines[-1] else f"exit {code} after: {lines[-1]}"
+        return ended[:160], cycles, groups(text), cosine(work, prefix)
     verdict = next((ln for ln in lines if "bmodel matches" in ln), lines[-1])
     verdict = verdict.split("bmodel matches the TPU interpreter ")[-1]
     return verdict, cycles, groups(text), cosine(work, prefix)
