@@ -5,13 +5,12 @@
   call, `backend_api_fc_global` (`fc_global_spec_t`), as TPU-MLIR's does;
   right as [K, N] (`R_transpose`: really [N, K]):
   - F32: the f32 bias as lowering left it;
-  - F16/BF16: without a bias the call as is; with one, when the call's
-    MM2 path runs (N ≤ 256·M, `half_conv.bias_after_rounding`) the bias
+  - F16/BF16: without a bias the call as is; with one, where the call's
+    MM2 path runs and is the cheaper (`half_conv.fc_half_form`) the bias
     rounded to the half type and a half result, TPU-MLIR's form: the chip
     rounds the product, adds the bias and rounds again, which tpuc's
     kernel computes; otherwise the result in f32 (the kernel then takes
-    the f32 bias and adds it to its f32 sums) cast once to the result type
-    (there a half-float result starts the sums at the rounded bias);
+    the f32 bias and adds it to its f32 sums) cast once to the result type;
   - INT8 with one (multiplier, rshift) for all columns: the call's own
     requant (MultiplierShift, the op's round mode), the int32 bias from
     weight-reorder's merged table;
@@ -43,7 +42,7 @@ from tpuc.base.dtypes import ELEMENT_TYPES, to_storage
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.ir.weights import read_weight
-from tpuc.kernels.half_conv import bias_after_rounding
+from tpuc.kernels.half_conv import fc_half_form
 from tpuc.passes.native.context import (
     DTYPE_F32,
     NativeCall,
@@ -132,16 +131,16 @@ def right_spec(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
 
 def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
     """`backend_api_fc_global` with requant_mode −1. F16/BF16 with a bias:
-    on the call's MM2 path the bias rounded to the half type and a half
-    result (smallcnn's fc1, 1x2048x128: 13,404 cycles against 35,379 for
-    the f32 result and cast); otherwise the result in f32 (the kernel then
+    the half form where `fc_half_form` says so, the bias rounded to the
+    half type and a half result (smallcnn's fc1, 1x2048x128: 13,404 cycles
+    against 35,379 for the f32 result and cast); otherwise the result in f32 (the kernel then
     takes lowering's f32 bias and adds it to its f32 sums) cast once to the
     result type, tpuc's arithmetic for that path."""
     spec = fc_spec(op, n)
     spec.have_bias = has_bias(op)
     inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
     dtype = dtype_name(op.operands[0])
-    half_bias = dtype != "f32" and spec.have_bias and bias_after_rounding(m, n)
+    half_bias = dtype != "f32" and spec.have_bias and fc_half_form(m, k, n)
     if half_bias:
         inputs.append(raw_spec(rounded_bias(op, ctx, dtype), dtype_code(op.results[0]), (1, n)))
     elif spec.have_bias:

@@ -249,22 +249,28 @@ def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     return finish(y.reshape((n, oc) + out), p.attrs.relu_limit(), half.rounder)
 
 
-def bias_after_rounding(rows: int, n: int) -> bool:
-    """Whether the chip's half fc (`backend_api_fc_global`, a half result
-    and a half bias) rounds the product to the half type first and then adds
-    the bias: its MM2 path, which it takes unless N > 256·M (probed on the
-    vendor's chip model: M = 1 switches above N = 256, M = 2 above 512, M = 3
-    above 768, M = 8 above 2048); the other path starts the f32 accumulator
-    at the bias, as a convolution does."""
-    return n <= 256 * rows
+def fc_half_form(rows: int, k: int, n: int) -> bool:
+    """Whether tpuc's native target gives an F16/BF16 fc with a bias (M =
+    `rows`, K, N) TPU-MLIR's half form, a half bias and a half result,
+    whose vendor call (`backend_api_fc_global`) then runs MM2: the product
+    rounded to the half type first, the bias added to it. The call takes
+    MM2 unless N > 256·M (probed on the vendor's chip model: M = 1 switches
+    above N = 256, M = 2 above 512, M = 3 above 768, M = 8 above 2048);
+    its other path starts the f32 accumulator at the bias, as a
+    convolution does, which tpuc's f32 form (an f32 result, cast) does
+    too. MM2 costs more for narrow results (its weight rows are short
+    moves): the half form only where it is the cheaper one on the vendor's
+    cycles, N ≥ 48 or M ≥ 2 with M·K ≥ 2048 (tests/native/test_half_fc.py)."""
+    if n > 256 * rows:
+        return False
+    return n >= 48 or (rows >= 2 and rows * k >= 2048)
 
 
 def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     """x [..., K] @ r [K, N] ([N, K] when transposed) + bias, as the chip's
     fc computes it, rounded: the 1x1 convolution over the rows of x; with a
-    bias on its MM2 path (`bias_after_rounding`) the product rounded to the
-    half type, then the bias rounded to it added and the sum rounded (the
-    half-float form TPU-MLIR emits, tests/native/test_half_fc.py)."""
+    bias in the half form (`fc_half_form`) the product rounded to the half
+    type, then the bias rounded to it added and the sum rounded."""
     x, r = f32(x), f32(r)
     r = r.reshape(r.shape[-2:])
     w = r if p.attrs.right_transpose else r.T  # [N, K]
@@ -272,7 +278,7 @@ def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     rows = x.reshape(-1, k)
     bias = np.zeros(n, np.float32) if b is None else f32(b).reshape(n)
     half = Half.of(p.element, x, w)
-    after = b is not None and bias_after_rounding(rows.shape[0], n)
+    after = b is not None and fc_half_form(rows.shape[0], k, n)
     start = np.zeros(n, np.float32) if after else bias
     acc = accumulate(rows.T[:, None, :], w[:, :, None], start, half)
     if after:  # two half values: their f32 sum rounds to the half type as their exact sum
