@@ -7,7 +7,9 @@ cut in blocks of 32; for each block (outer loop) and each kernel position
 cuts each toward zero to a multiple of 2^(E-24) (E: the exponent of the
 largest |product| of the unit), rounds their exact sum to f32 (to nearest
 even) and adds it to the accumulator (f32, to nearest even). The result is
-rounded to the half type once, at the end. A matmul by a weight is the 1x1
+rounded to the half type once, at the end. A convolution with few input
+channels takes TPU-MLIR's 3ic fold (`three_ic_mode`): kernel rows, columns
+or both become input channels of the units (`folded`). A matmul by a weight is the 1x1
 convolution the native target makes of it (the rows as pixels); a batch
 matmul of two activations (no bias) sums each dot product the same way
 (tests/native/test_half_conv.py).
@@ -52,6 +54,7 @@ class HalfConv:
 
     attrs: ConvAttrs
     element: Element
+    fold: bool = True  # the 3ic fold (`three_ic_mode`); a transposed conv's has none
 
 
 @dataclass(frozen=True)
@@ -241,11 +244,14 @@ def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     wk = w.reshape(groups, og, cg, k)
     half = Half.of(p.element, x, w)
     y = np.empty((n, oc, pixels), np.float32)
+    plane = kernel if len(kernel) == 2 else (kernel[0], 1)  # 1-D: the native target's [k, 1]
+    mode = three_ic_mode(cg, *plane) if p.fold and groups == 1 and len(kernel) <= 2 else 0
     for i in range(n):
         for gi in range(groups):
             cols = view[i, gi * cg : (gi + 1) * cg].reshape(cg, k, pixels)
             rows = slice(gi * og, (gi + 1) * og)
-            y[i, rows] = accumulate(cols, wk[gi], bias[rows], half)
+            fc, fw = folded(cols, wk[gi], mode, plane)
+            y[i, rows] = accumulate(fc, fw, bias[rows], half)
     return finish(y.reshape((n, oc) + out), p.attrs.relu_limit(), half.rounder)
 
 
@@ -264,6 +270,42 @@ def fc_half_form(rows: int, k: int, n: int) -> bool:
     if n > 256 * rows:
         return False
     return n >= 48 or (rows >= 2 and rows * k >= 2048)
+
+
+IC_PARALLEL_16 = 32  # 16-bit input channels one lane multiplies at once (BM1684X)
+
+
+def three_ic_mode(ic: int, kh: int, kw: int) -> int:
+    """TPU-MLIR 1.30.2's `use_3ic_optimize` fold of an ungrouped 16-bit
+    convolution (its 8-bit rule over 32 input channels instead of 64): 3
+    folds kh and kw into the input channels, 2 kw (the taps then run over
+    kh), 1 kh; 0 none. The native target passes the flag to the kernel,
+    whose dot-product units then take the folded channels: one unit sums
+    what were several taps (tests/native/test_half_3ic.py)."""
+    p = IC_PARALLEL_16
+    if ic * kh * kw <= p and kh > 1 and kw > 1:
+        return 3
+    if ic * kw <= p and kw > 1 and (kh < kw or ic * kh > p):
+        return 2
+    if ic * kh <= p and kh > 1:
+        return 1
+    return 0
+
+
+def folded(cols: Array, w: Array, mode: int, kernel: tuple[int, ...]) -> tuple[Array, Array]:
+    """cols [C, K, P] and w [O, C, K] with the 3ic `mode`'s kernel dims
+    folded into the channels: the units and taps the chip sums."""
+    if not mode:
+        return cols, w
+    c, _, p = cols.shape
+    o = w.shape[0]
+    kh, kw = kernel
+    if mode == 3:
+        return cols.reshape(c * kh * kw, 1, p), w.reshape(o, c * kh * kw, 1)
+    if mode == 1:
+        return cols.reshape(c * kh, kw, p), w.reshape(o, c * kh, kw)
+    cols = cols.reshape(c, kh, kw, p).transpose(0, 2, 1, 3).reshape(c * kw, kh, p)
+    return cols, w.reshape(o, c, kh, kw).transpose(0, 1, 3, 2).reshape(o, c * kw, kh)
 
 
 def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:

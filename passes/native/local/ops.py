@@ -248,8 +248,10 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
         addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
+    from tpuc.passes.native.conv import half_3ic_filter
+
     dtype = dtype_name(op.operands[0])
-    blocked = ic_blocks(filter_data(op), 32)
+    blocked = ic_blocks(half_3ic_filter(op, filter_data(op)), 32)
     addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
     coeffs = [Coeff(addr, (1, oc, 1, blocked[0].size), dtype)]
     if not isinstance(op.operands[2].owner, top.NoneOp):
@@ -301,14 +303,31 @@ def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
     return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
 
 
+def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
+    """A half 3ic convolution's buffer: three_ic_buffer's parts with the
+    folded rows and taps at two bytes each (the 8-bit sizes doubled, at
+    least what the kernel needs)."""
+    if not mode:
+        return 0
+    ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
+    iw, ow = ins.dims[3], out.dims[3]
+    n = max(s.n_slice for s in ins.slices)
+    h_in = max(s.h_slice for s in ins.slices)
+    h_out = max(s.h_slice for s in out.slices)
+    kh, kw = op.value("kernel_shape")
+    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode] * 2
+    taps = {1: kh, 2: kw, 3: kh * kw}[mode] * 2
+    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+
+
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
     its taps; a 3ic one the broadcast input, three_ic_buffer)."""
-    from tpuc.passes.native.conv import is_depthwise
+    from tpuc.passes.native.conv import half_3ic_mode, is_depthwise
 
     if quant_of(op.operands[0]) is None:
-        return 0
+        return half_3ic_buffer(op, plan, half_3ic_mode(op))
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
@@ -353,7 +372,11 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         mode = three_ic(op)
         c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     else:
+        from tpuc.passes.native.conv import half_3ic_mode
+
         c.has_bias = len(coeffs) > 1
+        mode = half_3ic_mode(op)
+        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     inputs = [value_spec(plan, op.operands[0], step)]
     inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
     outputs = [value_spec(plan, op.results[0], step)]
