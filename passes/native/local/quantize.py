@@ -1,4 +1,8 @@
-"""The local rule of a quantizing tpu.Cast (float -> INT8), after
+"""The local rule of tpu.Cast: quantizing (float -> INT8) and between
+float types (f32 <-> f16/bf16: `backend_api_cast_local` with
+`cast_local_spec_t`, the global rule's dtypes and round mode, no buffer;
+an F16/BF16 model's input cast joins the first group, as in TPU-MLIR).
+The quantizing form follows
 TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
 quantization joins the first layer group instead of a global layer that
 loads, converts and stores the whole input before the group loads it
@@ -23,27 +27,59 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.local.ops import Coeff, LocalRule, identity, local_rule
+from tpuc.passes.native.local.ops import (
+    Coeff,
+    LocalRule,
+    identity,
+    local_command,
+    local_rule,
+    sec_info,
+    value_spec,
+)
 from tpuc.passes.native.local.plan import GroupPlan
+from tpuc.target.vendor.params import declare
+
+CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
+
+
+def float_cast(op: Operation) -> bool:
+    """A cast between float types (no quantization on either side)."""
+    src, dst = op.operands[0], op.results[0]
+    plain = quant_of(src) is None and quant_of(dst) is None
+    return plain and is_float(src) and is_float(dst) and not op.value("to")
 
 
 def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """No coefficients; refuses every cast but float -> symmetric-or-not INT8."""
+    """No coefficients; refuses every cast but float -> symmetric-or-not
+    INT8 and float -> float."""
     src, dst = op.operands[0], op.results[0]
+    if float_cast(op):
+        from tpuc.passes.native.cast import CAST_ROUND_MODES
+
+        if (op.value("round_mode") or "HalfAwayFromZero") not in CAST_ROUND_MODES:
+            raise NotExpressible(f"round_mode {op.value('round_mode')}")
+        return []
     q = quant_of(dst)
     if op.value("to") or q is None or quant_of(src) is not None or not is_float(src):
-        raise NotExpressible("a local cast other than float -> INT8 (not written yet)")
+        raise NotExpressible("a local cast other than float -> INT8 or float (not written yet)")
     return []
 
 
 def quantize_buffer(op: Operation, plan: GroupPlan) -> int:
-    return plan.tensors[op.operands[0]].lane_bytes()
+    return 0 if float_cast(op) else plan.tensors[op.operands[0]].lane_bytes()
 
 
 def quantize_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list:
     from tpuc.passes.native.conv import round_mode
 
     src, dst = op.operands[0], op.results[0]
+    if float_cast(op):
+        spec = CastLocal()
+        spec.common.src_dtype, spec.common.dst_dtype = dtype_code(src), dtype_code(dst)
+        spec.common.round_mode = round_mode(op)
+        inputs, outputs = [value_spec(plan, src, step)], [value_spec(plan, dst, step)]
+        info = sec_info(op, plan, step)
+        return [local_command(op, "backend_api_cast_local", spec, info, inputs, outputs)]
     out = plan.tensors[dst].slice_at(step)
     p = RequantFp()
     p.input_addr = plan.tensors[src].addr_at(step)
