@@ -304,9 +304,11 @@ def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
 
 
 def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
-    """A half 3ic convolution's buffer: three_ic_buffer's parts with the
-    folded rows and taps at two bytes each (the 8-bit sizes doubled, at
-    least what the kernel needs)."""
+    """getBufferSize_bm1684x's 3ic part for a 16-bit convolution: the
+    broadcast input only with flag 0x20 (other readers), the merged rows
+    (EU-aligned, 32 elements) of two bytes, 64·2, and the taps."""
+    from tpuc.passes.native.conv import half_3ic_flag
+
     if not mode:
         return 0
     ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
@@ -315,9 +317,10 @@ def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
     h_in = max(s.h_slice for s in ins.slices)
     h_out = max(s.h_slice for s in out.slices)
     kh, kw = op.value("kernel_shape")
-    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode] * 2
-    taps = {1: kh, 2: kw, 3: kh * kw}[mode] * 2
-    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
+    taps = {1: kh, 2: kw, 3: kh * kw}[mode]
+    copy = ins.lane_bytes() if half_3ic_flag(op) & 0x20 else 0
+    return copy + -(-plane // 32) * 32 * n * 2 + 64 * 2 + taps * 2
 
 
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
@@ -372,11 +375,10 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         mode = three_ic(op)
         c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     else:
-        from tpuc.passes.native.conv import half_3ic_mode
+        from tpuc.passes.native.conv import half_3ic_flag
 
         c.has_bias = len(coeffs) > 1
-        mode = half_3ic_mode(op)
-        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
+        c.use_3ic_optimize = half_3ic_flag(op)
     inputs = [value_spec(plan, op.operands[0], step)]
     inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
     outputs = [value_spec(plan, op.results[0], step)]
