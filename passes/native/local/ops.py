@@ -470,8 +470,10 @@ def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
     if op.value("pool_mode") != "Avg":
         return []
-    if dtype_name(op.operands[0]) in ("f16", "bf16"):
-        raise NotExpressible("a local half-float average pooling (the global rule sums in f32)")
+    from tpuc.passes.native.local import half_pool
+
+    if dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op):
+        raise NotExpressible("a local half-float global average (the chip's half sums)")
     if quant_of(op.operands[0]) is not None:
         if max(kernel) > MAX_INT8_SIDE:
             raise NotExpressible(f"a local INT8 average over a {kernel} window")
@@ -511,12 +513,23 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
+    from tpuc.passes.native.local import half_pool
+
+    if half_pool.applies(op):
+        return half_pool.commands(op, plan, step, info, param)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
-local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, no_buffer, pool_command))
+def pool_buffer(op: Operation, plan: GroupPlan) -> int:
+    """A half-float average through f32 keeps both f32 slices (half_pool.py)."""
+    from tpuc.passes.native.local import half_pool
+
+    return half_pool.buffer(op, plan) if half_pool.applies(op) else 0
+
+
+local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, pool_buffer, pool_command))
 
 
 def element_bytes(value) -> int:
