@@ -159,8 +159,7 @@ def half_3ic_mode(op: Operation) -> int:
     if dtype_name(op.operands[0]) not in ("f16", "bf16") or (op.value("group") or 1) != 1:
         return 0
     kh, kw = op.value("kernel_shape")
-    _, ic, h, w = shape_of(op.operands[0])
-    return three_ic_mode(ic, kh, kw, h * w)
+    return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
 
 
 def half_3ic_flag(op: Operation) -> int:

@@ -246,7 +246,7 @@ def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     y = np.empty((n, oc, pixels), np.float32)
     plane = kernel if len(kernel) == 2 else (kernel[0], 1)  # 1-D: the native target's [k, 1]
     folds = p.fold and groups == 1 and len(kernel) <= 2
-    mode = three_ic_mode(cg, *plane, math.prod(x.shape[2:])) if folds else 0
+    mode = three_ic_mode(cg, *plane) if folds else 0
     for i in range(n):
         for gi in range(groups):
             cols = view[i, gi * cg : (gi + 1) * cg].reshape(cg, k, pixels)
@@ -276,22 +276,13 @@ def fc_half_form(rows: int, k: int, n: int) -> bool:
 IC_PARALLEL_16 = 32  # 16-bit input channels one lane multiplies at once (BM1684X)
 
 
-MAX_3IC_PLANE = 64 * 64  # input pixels up to which tpuc folds (see three_ic_mode)
-
-
-def three_ic_mode(ic: int, kh: int, kw: int, plane: int) -> int:
+def three_ic_mode(ic: int, kh: int, kw: int) -> int:
     """TPU-MLIR 1.30.2's `use_3ic_optimize` fold of an ungrouped 16-bit
     convolution (its 8-bit rule over 32 input channels instead of 64): 3
     folds kh and kw into the input channels, 2 kw (the taps then run over
     kh), 1 kh; 0 none. The native target passes the flag to the kernel,
     whose dot-product units then take the folded channels: one unit sums
-    what were several taps (tests/native/test_half_3ic.py). Only up to
-    MAX_3IC_PLANE input pixels: on squeezenet's 224x224 input the 3ic conv
-    left its layer group and cost 89,623 cycles as a global layer against
-    28,500 unfolded in the group (the model's total 315,400 against
-    259,218), so larger planes stay unfolded until the local form is priced."""
-    if plane > MAX_3IC_PLANE:
-        return 0
+    what were several taps (tests/native/test_half_3ic.py)."""
     p = IC_PARALLEL_16
     if ic * kh * kw <= p and kh > 1 and kw > 1:
         return 3
