@@ -54,7 +54,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.rules import native_rule
-from tpuc.passes.native.three_ic import fold_3ic
+from tpuc.passes.native.three_ic import OTHER_READERS, fold_3ic, folded_filter
 from tpuc.target.vendor.params import ConvGlobal, TensorSpec
 
 ROUND_MODES = {
@@ -151,6 +151,38 @@ def ic_blocks(filt: np.ndarray, lanes: int) -> np.ndarray:
     return padded.reshape(oc, blocks, lanes, k).transpose(0, 1, 3, 2).copy()
 
 
+HALF_3IC = 0x10  # TPU-MLIR's flag on every 16-bit 3ic convolution
+
+
+def half_3ic_mode(op: Operation) -> int:
+    """TPU-MLIR 1.30.2's 3ic fold of an ungrouped F16/BF16 convolution
+    (half_conv.three_ic_mode: the interpreter sums the folded units as the
+    chip does); 0 for f32, grouped and depthwise ones."""
+    from tpuc.kernels.half_conv import three_ic_mode
+
+    if dtype_name(op.operands[0]) not in ("f16", "bf16") or (op.value("group") or 1) != 1:
+        return 0
+    kh, kw = op.value("kernel_shape")
+    return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
+
+
+def half_3ic_flag(op: Operation) -> int:
+    """`use_3ic_optimize` of a half convolution: the mode, 0x10 (TPU-MLIR's
+    16-bit flag), 0x30 when the input has other readers (the kernel then
+    broadcasts it into a buffer instead of overwriting it)."""
+    mode = half_3ic_mode(op)
+    if not mode:
+        return 0
+    return mode | (OTHER_READERS if len(list(op.operands[0].uses)) > 1 else HALF_3IC)
+
+
+def half_3ic_filter(op: Operation, filt: np.ndarray) -> np.ndarray:
+    """The filter [oc, ic, k] folded for the op's half 3ic mode (as is for none)."""
+    mode = half_3ic_mode(op)
+    kh, kw = op.value("kernel_shape")
+    return folded_filter(filt, mode, kh, kw) if mode else filt
+
+
 def float_inputs(op: Operation, ctx: NativeContext, has_bias: bool) -> list[bytes]:
     """[input, filter, bias?] of a float convolution (see the module docstring)."""
     oc = shape_of(op.results[0])[1]
@@ -164,7 +196,8 @@ def float_inputs(op: Operation, ctx: NativeContext, has_bias: bool) -> list[byte
         kh, kw = op.value("kernel_shape")
         inputs.append(ctx.spec(op.operands[1], (1, oc, kh, kw)))
     else:
-        blocked = ic_blocks(filter_data(op), 32)
+        filt = half_3ic_filter(op, filter_data(op))
+        blocked = ic_blocks(filt, 32)
         width = blocked[0].size
         shape = (
             (1, oc, 1, width)
@@ -474,6 +507,7 @@ def conv2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if is_depthwise(op) and dtype_name(op.operands[0]) != "f32":
             return half_depthwise(op, ctx, spec, has_bias)
         inputs = float_inputs(op, ctx, has_bias)
+        spec.common.use_3ic_optimize = half_3ic_flag(op)
     elif quant_of(op.operands[0]) is not None:
         if is_float(op.results[0]):
             from tpuc.passes.native.epilogue import conv_float_epilogue

@@ -89,10 +89,14 @@ def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
     """The pooling in f32 between casts (scratch), rounded once to the half
     type (to nearest even), as the interpreter computes it."""
     from tpuc.passes.native.f32 import between_casts
+    from tpuc.passes.native.pool_conv import lanes_view
 
+    view = lanes_view(op) if spec.is_global_pooling else None
+    if view is not None:
+        spec.is_global_pooling, spec.stride_h, spec.stride_w = 0, spec.kh, 1
     return between_casts(op, ctx, lambda wide_in, wide_out: [
         ctx.call("backend_api_pooling_global", spec, op, [wide_in], [wide_out])
-    ])  # fmt: skip
+    ], view)  # fmt: skip
 
 
 def has_zero_point(op: Operation) -> bool:

@@ -1,7 +1,8 @@
 """MatMul with a weight right operand through the vendor's fc call
 (`backend_api_fc_global`, TPU-MLIR's MatMul.cpp) against tpuc's TPU
 interpreter, bit for bit in every mode:
-- F16/BF16 with a bias: the f32 product plus the f32 bias, cast once;
+- F16/BF16 with a bias: the product rounded to the half type plus the
+  bias rounded to it (the call's MM2 path, test_half_fc.py);
 - INT8 whose columns share one multiplier (weights scaled alike per
   column): the call's own requant;
 - INT8 per column (tpuc's per-column weight scales): the call's own

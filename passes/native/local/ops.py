@@ -304,8 +304,10 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
         addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
+    from tpuc.passes.native.conv import half_3ic_filter
+
     dtype = dtype_name(op.operands[0])
-    blocked = ic_blocks(filter_data(op), 32)
+    blocked = ic_blocks(half_3ic_filter(op, filter_data(op)), 32)
     coeffs = [lane_major(ctx, f"{op.names[0]}_filter_ic32", blocked.reshape(oc, -1), dtype)]
     if not isinstance(op.operands[2].owner, top.NoneOp):
         import numpy as np
@@ -381,15 +383,35 @@ def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
     return (n * per_lane * plane + per_lane * 2) * ins.dtype_bytes
 
 
+def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
+    """getBufferSize_bm1684x's 3ic part for a 16-bit convolution: the
+    broadcast input only with flag 0x20 (other readers), the merged rows
+    (EU-aligned, 32 elements) of two bytes, 64·2, and the taps."""
+    from tpuc.passes.native.conv import half_3ic_flag
+
+    if not mode:
+        return 0
+    ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
+    iw, ow = ins.dims[3], out.dims[3]
+    n = max(s.n_slice for s in ins.slices)
+    h_in = max(s.h_slice for s in ins.slices)
+    h_out = max(s.h_slice for s in out.slices)
+    kh, kw = op.value("kernel_shape")
+    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
+    taps = {1: kh, 2: kw, 3: kh * kw}[mode]
+    copy = ins.lane_bytes() if half_3ic_flag(op) & 0x20 else 0
+    return copy + -(-plane // 32) * 32 * n * 2 + 64 * 2 + taps * 2
+
+
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
     its taps; a 3ic one the broadcast input, three_ic_buffer; a grouped
     one a group's input slice, grouped_buffer)."""
-    from tpuc.passes.native.conv import is_depthwise
+    from tpuc.passes.native.conv import half_3ic_mode, is_depthwise
 
     if quant_of(op.operands[0]) is None:
-        return 0
+        return half_3ic_buffer(op, plan, half_3ic_mode(op))
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
@@ -439,7 +461,10 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         mode = three_ic(op)
         c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     else:
+        from tpuc.passes.native.conv import half_3ic_flag
+
         c.has_bias = len(coeffs) > 1
+        c.use_3ic_optimize = half_3ic_flag(op)
     inputs = [value_spec(plan, op.operands[0], step)]
     inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
     outputs = [value_spec(plan, op.results[0], step)]
@@ -531,8 +556,10 @@ def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
     if op.value("pool_mode") != "Avg":
         return []
-    if dtype_name(op.operands[0]) in ("f16", "bf16"):
-        raise NotExpressible("a local half-float average pooling (the global rule sums in f32)")
+    from tpuc.passes.native.local import half_pool
+
+    if dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op):
+        raise NotExpressible("a local half-float global average (the chip's half sums)")
     if quant_of(op.operands[0]) is not None:
         if max(kernel) > MAX_INT8_SIDE:
             raise NotExpressible(f"a local INT8 average over a {kernel} window")
@@ -572,12 +599,23 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
+    from tpuc.passes.native.local import half_pool
+
+    if half_pool.applies(op):
+        return half_pool.commands(op, plan, step, info, param)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
-local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, no_buffer, pool_command))
+def pool_buffer(op: Operation, plan: GroupPlan) -> int:
+    """A half-float average through f32 keeps both f32 slices (half_pool.py)."""
+    from tpuc.passes.native.local import half_pool
+
+    return half_pool.buffer(op, plan) if half_pool.applies(op) else 0
+
+
+local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, pool_buffer, pool_command))
 
 
 def element_bytes(value) -> int:

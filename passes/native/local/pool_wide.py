@@ -32,7 +32,6 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan
-from tpuc.passes.native.local.wide import wide_buffer, widened
 from tpuc.target.vendor.params import ConvLocal
 
 POOLING = LOCAL_RULES[tpu.Pool2DOp]  # ops.py's rule: the chip's pooling kernel
@@ -114,33 +113,8 @@ def ones_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
 ONES_CONV = LocalRule(POOLING.backward, ones_coeffs, ones_buffer, ones_command)
 
 
-def is_half_average(op: Operation) -> bool:
-    """An F16/BF16 average pool: tpuc pools it in f32 and rounds once."""
-    from tpuc.passes.native.context import dtype_name
-
-    return op.value("pool_mode") == "Avg" and dtype_name(op.operands[0]) in ("f16", "bf16")
-
-
-def half_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    kernel = op.value("kernel_shape") or ()
-    if len(kernel) != 2 or max(op.value("strides") or [1]) > 15:
-        raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
-    return []
-
-
-def half_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    """The pooling's local call (ops.py's fields) on f32 copies (wide.widened)."""
-    call = POOLING.command(op, ctx, plan, step)[0]
-    return widened(op, plan, step, lambda a, b: [(*call[:6], [a], [b])])
-
-
-HALF_F32 = LocalRule(POOLING.backward, half_coeffs, wide_buffer, half_command)
-
-
 def _form(op: Operation) -> LocalRule:
-    if as_conv(op):
-        return ONES_CONV
-    return HALF_F32 if is_half_average(op) else POOLING
+    return ONES_CONV if as_conv(op) else POOLING
 
 
 POOL = LocalRule(

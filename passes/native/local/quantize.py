@@ -1,5 +1,9 @@
-"""The local rule of a quantizing or dequantizing tpu.Cast (float <->
-INT8), after TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
+"""The local rule of tpu.Cast: quantizing (float -> INT8), dequantizing
+(INT8 -> f32) and between float types (f32 <-> f16/bf16:
+`backend_api_cast_local` with `cast_local_spec_t`, the global rule's
+dtypes and round mode, no buffer; an F16/BF16 model's input cast joins the
+first group, as in TPU-MLIR). The quantizing form follows
+TPU-MLIR's Cast.cpp `codegen_local_bm1684x`: the model's input
 quantization joins the first layer group instead of a global layer that
 loads, converts and stores the whole input before the group loads it
 again (TPU-MLIR groups it the same way); an INT8 layer read by a float one
@@ -28,8 +32,26 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.local.ops import Coeff, LocalRule, identity, local_rule
+from tpuc.passes.native.local.ops import (
+    Coeff,
+    LocalRule,
+    identity,
+    local_command,
+    local_rule,
+    sec_info,
+    value_spec,
+)
 from tpuc.passes.native.local.plan import GroupPlan
+from tpuc.target.vendor.params import declare
+
+CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
+
+
+def float_cast(op: Operation) -> bool:
+    """A cast between float types (no quantization on either side)."""
+    src, dst = op.operands[0], op.results[0]
+    plain = quant_of(src) is None and quant_of(dst) is None
+    return plain and is_float(src) and is_float(dst) and not op.value("to")
 
 
 def is_dequantize(op: Operation) -> bool:
@@ -39,19 +61,26 @@ def is_dequantize(op: Operation) -> bool:
 
 
 def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """No coefficients; refuses every cast but float -> INT8 and INT8 -> f32."""
+    """No coefficients; refuses every cast but float -> INT8, INT8 -> f32
+    and float -> float."""
     src, dst = op.operands[0], op.results[0]
+    if float_cast(op):
+        from tpuc.passes.native.cast import CAST_ROUND_MODES
+
+        if (op.value("round_mode") or "HalfAwayFromZero") not in CAST_ROUND_MODES:
+            raise NotExpressible(f"round_mode {op.value('round_mode')}")
+        return []
     if op.value("to"):
         raise NotExpressible("a local cast with a value conversion (not written yet)")
     if is_dequantize(op):
         return []
     if quant_of(dst) is None or quant_of(src) is not None or not is_float(src):
-        raise NotExpressible("a local cast other than float -> INT8, INT8 -> f32")
+        raise NotExpressible("a local cast other than float -> INT8, INT8 -> f32 or float -> float")
     return []
 
 
 def quantize_buffer(op: Operation, plan: GroupPlan) -> int:
-    if is_dequantize(op):
+    if is_dequantize(op) or float_cast(op):
         return 0
     return plan.tensors[op.operands[0]].lane_bytes()
 
@@ -81,6 +110,13 @@ def quantize_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: i
     if is_dequantize(op):
         return dequantize_command(op, plan, step)
     src, dst = op.operands[0], op.results[0]
+    if float_cast(op):
+        spec = CastLocal()
+        spec.common.src_dtype, spec.common.dst_dtype = dtype_code(src), dtype_code(dst)
+        spec.common.round_mode = round_mode(op)
+        inputs, outputs = [value_spec(plan, src, step)], [value_spec(plan, dst, step)]
+        info = sec_info(op, plan, step)
+        return [local_command(op, "backend_api_cast_local", spec, info, inputs, outputs)]
     out = plan.tensors[dst].slice_at(step)
     p = RequantFp()
     p.input_addr = plan.tensors[src].addr_at(step)
