@@ -259,6 +259,18 @@ def float_sum(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
     return in_f32(op, ctx, body)
 
 
+def int8_mul_scale(op: Operation) -> tuple[int, int]:
+    """An INT8 Mul's (scale_A, rshift_A): the chip takes one u8 multiplier
+    and a right shift, rounding half up (global and local rules)."""
+    multiplier = [int(m) for m in op.value("multiplier") or [1]]
+    rshift = [int(r) for r in op.value("rshift") or [0]]
+    if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:
+        raise NotExpressible(f"multiplier {multiplier} >> {rshift} (the chip takes u8 >> n)")
+    if rshift[0] and op.value("round_mode") != "HalfUp":
+        raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
+    return multiplier[0], rshift[0]
+
+
 @native_rule(tpu.MulOp)
 def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """bcbinary MUL: scale_A = multiplier, rshift_A = rshift (Mul.cpp)."""
@@ -272,13 +284,7 @@ def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
                 "asymmetric INT8 Mul (the chip's Mul has no zero points, and TPU-MLIR lowers it "
                 "in F32: name it F32 in a --quantize_table)"
             )
-        multiplier = [int(m) for m in op.value("multiplier") or [1]]
-        rshift = [int(r) for r in op.value("rshift") or [0]]
-        if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:
-            raise NotExpressible(f"multiplier {multiplier} >> {rshift} (the chip takes u8 >> n)")
-        if rshift[0] and op.value("round_mode") != "HalfUp":
-            raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
-        param.spec.scale_A, param.spec.rshift_A = multiplier[0], rshift[0]
+        param.spec.scale_A, param.spec.rshift_A = int8_mul_scale(op)
     return [ctx.call("backend_api_bcbinary_global", param, op, inputs=inputs)]
 
 
@@ -297,14 +303,9 @@ def max_min(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 CONST_KINDS = {tpu.AddConstOp: BINARY_ADD, tpu.SubConstOp: BINARY_SUB, tpu.MulConstOp: BINARY_MUL}
 
 
-@native_rule(tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
-def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """constbinary: B_const_val = const_val (FP32), inversed = is_reverse
-    (SubConst: const − x), scale_A = 1 (AddConst.cpp / MulConst.cpp float form)."""
-    if not all_float(op):
-        raise NotExpressible("integer constant arithmetic (INT8 lowers it to tpu.Lut)")
-    param = ConstBinaryGlobal()
-    c = param.common
+def const_fields(op: Operation, c) -> None:
+    """constbinary_common_spec_t of a float AddConst/SubConst/MulConst
+    (global and local rules)."""
     c.binary_type = CONST_KINDS[type(op)]
     c.B_const_val = float(op.value("const_val"))
     c.B_dtype = DTYPE_F32
@@ -312,4 +313,14 @@ def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     c.if_relu, c.relu_upper_limit = relu_fields(op)
     c.scale_A = 1
     c.f8_scale_A = 1.0
+
+
+@native_rule(tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
+def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """constbinary: B_const_val = const_val (FP32), inversed = is_reverse
+    (SubConst: const − x), scale_A = 1 (AddConst.cpp / MulConst.cpp float form)."""
+    if not all_float(op):
+        raise NotExpressible("integer constant arithmetic (INT8 lowers it to tpu.Lut)")
+    param = ConstBinaryGlobal()
+    const_fields(op, param.common)
     return [ctx.call("backend_api_constbinary_global", param, op)]

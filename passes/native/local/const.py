@@ -10,7 +10,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.passes.native.context import DTYPE_F32, NativeContext, NotExpressible, is_float
+from tpuc.passes.native.context import NativeContext, NotExpressible, is_float
 from tpuc.passes.native.local.ops import (
     Coeff,
     LocalRule,
@@ -36,17 +36,10 @@ def const_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
 
 
 def const_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    from tpuc.passes.native.binary import CONST_KINDS, relu_fields
+    from tpuc.passes.native.binary import const_fields
 
     param = ConstBinaryLocal()
-    c = param.common
-    c.binary_type = CONST_KINDS[type(op)]
-    c.B_const_val = float(op.value("const_val"))
-    c.B_dtype = DTYPE_F32
-    c.inversed = int(bool(op.value("is_reverse"))) if isinstance(op, tpu.SubConstOp) else 0
-    c.if_relu, c.relu_upper_limit = relu_fields(op)
-    c.scale_A = 1
-    c.f8_scale_A = 1.0
+    const_fields(op, param.common)
     info = plain_info(plan.tensors[op.results[0]], step)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]

@@ -39,13 +39,9 @@ def _factors(op: Operation) -> tuple[int, int]:
         raise NotExpressible("a local Mul of float and integer tensors")
     if any(quant_of(v).zero_point for v in (*op.operands, op.results[0])):
         raise NotExpressible("a local asymmetric INT8 Mul")
-    multiplier = [int(m) for m in op.value("multiplier") or [1]]
-    rshift = [int(r) for r in op.value("rshift") or [0]]
-    if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:
-        raise NotExpressible(f"multiplier {multiplier} >> {rshift} (the chip takes u8 >> n)")
-    if rshift[0] and op.value("round_mode") != "HalfUp":
-        raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
-    return multiplier[0], rshift[0]
+    from tpuc.passes.native.binary import int8_mul_scale
+
+    return int8_mul_scale(op)
 
 
 def mul_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:

@@ -355,16 +355,21 @@ def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
     mode = three_ic(op)
     if not mode:
         return 0
+    n, plane, taps = _three_ic_rows(op, plan, mode)
+    ins = plan.tensors[op.operands[0]]
+    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+
+
+def _three_ic_rows(op: Operation, plan: GroupPlan, mode: int) -> tuple[int, int, int]:
+    """(images, merged-row elements, taps) of a 3ic convolution's slice in `mode`."""
     ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
-    _, _, _, iw = ins.dims
-    ow = out.dims[3]
+    iw, ow = ins.dims[3], out.dims[3]
     n = max(s.n_slice for s in ins.slices)
     h_in = max(s.h_slice for s in ins.slices)
     h_out = max(s.h_slice for s in out.slices)
     kh, kw = op.value("kernel_shape")
     plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
-    taps = {1: kh, 2: kw, 3: kh * kw}[mode]
-    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+    return n, plane, {1: kh, 2: kw, 3: kh * kw}[mode]
 
 
 def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
@@ -391,15 +396,8 @@ def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
 
     if not mode:
         return 0
-    ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
-    iw, ow = ins.dims[3], out.dims[3]
-    n = max(s.n_slice for s in ins.slices)
-    h_in = max(s.h_slice for s in ins.slices)
-    h_out = max(s.h_slice for s in out.slices)
-    kh, kw = op.value("kernel_shape")
-    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
-    taps = {1: kh, 2: kw, 3: kh * kw}[mode]
-    copy = ins.lane_bytes() if half_3ic_flag(op) & 0x20 else 0
+    n, plane, taps = _three_ic_rows(op, plan, mode)
+    copy = plan.tensors[op.operands[0]].lane_bytes() if half_3ic_flag(op) & 0x20 else 0
     return copy + -(-plane // 32) * 32 * n * 2 + 64 * 2 + taps * 2
 
 

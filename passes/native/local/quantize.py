@@ -42,9 +42,7 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import GroupPlan
-from tpuc.target.vendor.params import declare
-
-CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
+from tpuc.target.vendor.params import CastLocal
 
 
 def float_cast(op: Operation) -> bool:

@@ -37,9 +37,7 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, LocalTensor
-from tpuc.target.vendor.params import ActiveLocal, declare
-
-CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
+from tpuc.target.vendor.params import ActiveLocal, CastLocal
 
 
 def f32_bytes(tensor: LocalTensor) -> int:
