@@ -3,7 +3,9 @@ the hard-swish and hard-sigmoid LUTs (INT8: the table on every lane), the
 global average pool (INT8: a convolution of ones) and the broadcast Mul
 as local ops, run in the vendor runtime against tpuc's TPU interpreter
 (INT8 bit for bit) and tpuc's global native bmodel of the same ops; a
-group holding the global pool is cut along N, never H.
+group holding the global pool is cut along N, never H. The unsliced
+block's buffers share local memory by prefetch.py's lifetimes, and the
+f32 active kernels work inside their own scratch.
 """
 
 from __future__ import annotations
@@ -95,33 +97,58 @@ def test_half_se_block_group(blocks, vendor, mode):
     assert len(plan.ops) == 8
 
 
-def test_lifetimes_and_shared_local_memory(blocks):
-    """reuse.lifetimes of a one-step group: an op's result lives from its
-    compute (iteration 1, its row) to its last reader's row, or to its
-    store (iteration 2); allocate with lifetimes never gives two buffers
-    alive together overlapping bytes, and lets the block's buffers share."""
+def _lowered_plan(blocks, mode: str):
+    """(plan of the 88-channel block, its lowered ops) in `mode`, unsliced."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.local.chain import plan_chain
-    from tpuc.passes.native.local.plan import allocate
-    from tpuc.passes.native.local.reuse import lifetimes
 
     work, mlir, table = blocks(1, 88)
-    module, _, _, ops = lowered_ops(work, mlir, table, "INT8")
-    plan = plan_chain(body(ops), NativeContext(module))
-    rows = len(plan.timesteps)
-    alive = lifetimes(plan)
-    row = {id(lop.op): r for r, lop in enumerate(plan.ops)}
-    for lop in plan.ops:
-        first, last = alive[id(plan.tensors[lop.op.results[0]])]
-        assert first == rows + row[id(lop.op)]
-        readers = [rows + row[id(u.operation)] for u in lop.op.results[0].uses
-                   if id(u.operation) in row]  # fmt: skip
-        stored = lop.op.results[0] in plan.outputs
-        assert last == (2 * rows if stored else max(readers))
-    allocate(plan, alive)
+    module, _, _, ops = lowered_ops(work, mlir, table, mode)
+    picked = body(ops) if mode == "INT8" else ops[1:-1]
+    return plan_chain(picked, NativeContext(module)), NativeContext(module)
+
+
+def _owners(plan):
+    """(owner, address, bytes) of every tensor slot and scratch buffer."""
     placed = [(t, a, t.lane_bytes()) for t in plan.tensors.values() for a in t.addrs]
-    placed += [(lop, lop.buffer_addr, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
-    shared = 0
+    return placed + [(lop, lop.buffer_addr, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+
+
+@pytest.mark.parametrize("mode", ["INT8", "F16"])
+def test_lifetimes_and_shared_local_memory(blocks, mode):
+    """prefetch.unsliced_timesteps' lifetimes of the one-step block: a
+    result lives from its compute row to its last reader's row or its
+    store row, a load from its load row to its last reader's, a scratch
+    buffer in its op's row; plan.allocate with them never gives two
+    buffers alive together overlapping bytes (scratch buffers included),
+    and lets the block's buffers share."""
+    from tpuc.passes.native.local.costs import Guesses
+    from tpuc.passes.native.local.plan import allocate
+    from tpuc.passes.native.local.prefetch import unsliced_timesteps
+
+    plan, _ = _lowered_plan(blocks, mode)
+    rows, alive = unsliced_timesteps(plan, 0.8, Guesses())
+    row_of = {(i.kind, id(i.target)): r for r, row in enumerate(rows) for i in row}
+    computed = {id(lop.op): row_of[("compute", id(lop.op))] for lop in plan.ops}
+    for key, tensor in plan.tensors.items():
+        own = isinstance(key, tuple)
+        readers = [
+            computed[id(lop.op)]
+            for lop in plan.ops
+            if (own and key[0] is lop.op) or (not own and key in lop.op.operands)
+        ]
+        if key in plan.inputs:
+            begin = row_of[("load", id(key))]
+            assert begin < min(readers)
+        else:
+            begin = computed[id(key.owner)]
+        stored = [row_of[("store", id(key))]] if key in plan.outputs else []
+        end = max(readers + stored)
+        assert alive[id(tensor)] == (begin, end)
+    for lop in plan.ops:
+        assert alive[id(lop)] == (computed[id(lop.op)],) * 2
+    allocate(plan, alive)
+    placed, shared = _owners(plan), 0
     for i, (a, x, n) in enumerate(placed):
         for b, y, m in placed[i + 1 :]:
             (s, e), (t, f) = alive[id(a)], alive[id(b)]
@@ -130,3 +157,28 @@ def test_lifetimes_and_shared_local_memory(blocks):
                 assert not overlap
             shared += overlap
     assert shared > 0
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_f32_active_kernels_work_inside_their_scratch(blocks, mode):
+    """The f32 HSWISH/HSIGMOID kernel works in a buffer as large as its f32
+    input (TPU-MLIR's ActiveOp::getBufferSize_bm1684x) at buffer_addr: it
+    must lie inside the op's own scratch, after the two f32 copies, or the
+    kernel overwrites a tensor alive beside it (buffer_addr 0 clobbered
+    the hard-swish output once lifetimes put it at address 0)."""
+    from tpuc.passes.native.local.chain import rule_of
+    from tpuc.passes.native.local.wide import f32_bytes, wide_buffer
+    from tpuc.target.vendor.params import ActiveLocal
+
+    plan, ctx = _lowered_plan(blocks, mode)
+    checked = 0
+    for lop in plan.ops:
+        for command in rule_of(lop.op).command(lop.op, ctx, plan, 0):
+            if command[2] != "backend_api_active_local":
+                continue
+            addr = ActiveLocal.from_buffer_copy(command[3]).buffer_addr
+            need = f32_bytes(plan.tensors[lop.op.operands[0]])
+            assert addr >= lop.buffer_addr + wide_buffer(lop.op, plan), lop.op.name
+            assert addr + need <= lop.buffer_addr + lop.buffer_size, lop.op.name
+            checked += 1
+    assert checked == 2  # the hard-swish and the hard-sigmoid

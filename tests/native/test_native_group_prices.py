@@ -83,7 +83,7 @@ def test_group_prices_are_the_cycles_of_the_emitted_commands(grouped, vendor):
 
     module = grouped[0]
     groups = groups_of(module)
-    flat, plans = native_group_plans(module)
+    flat, plans = native_group_plans(module, vendor)  # as emit.py plans them
     ctx = NativeContext(flat)
     with GroupPricer(vendor) as pricer:
         for group, plan in zip(groups, plans, strict=True):

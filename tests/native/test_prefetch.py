@@ -7,7 +7,7 @@ compute is planned as one unsliced group with the vendor's op and move
 cycles (costs.VendorCosts), written as the chip's local commands and run in
 the vendor runtime: INT8 bit for bit against tpuc's TPU interpreter and
 the global native bmodel; every load sits in a timestep before its reader,
-no two buffers alive in a common timestep overlap, and the vendor's cycles
+no two buffers alive in a common timestep overlap (scratch buffers too), and the vendor's cycles
 fall below the table that loads each tensor just before its reader.
 """
 
@@ -85,6 +85,12 @@ def test_loads_come_before_their_readers_and_live_buffers_never_overlap(grouped)
         (min(events[id(t)]), max(events[id(t)]), t.addrs[0], t.lane_bytes())
         for t in plan.tensors.values()
     ]
+    spans += [  # scratch buffers: their op's row
+        (row_of[("compute", id(lop.op))],) * 2 + (lop.buffer_addr, lop.buffer_size)
+        for lop in plan.ops
+        if lop.buffer_size
+    ]
+    assert len(spans) > len(plan.tensors), "the chain's convolutions have scratch buffers"
     for i, (a0, a1, addr_a, size_a) in enumerate(spans):
         for b0, b1, addr_b, size_b in spans[i + 1 :]:
             if a0 <= b1 and b0 <= a1:

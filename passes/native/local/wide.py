@@ -7,7 +7,12 @@ than tpuc (average pools, depthwise convolutions) or not at all
 (`backend_api_cast_local`), runs the op's f32 local call from there into
 a second f32 region, and casts that back to the result's slice, rounding
 to nearest even once: tpuc's float arithmetic, as the global rule
-computes it. `wide_buffer` is the scratch it needs.
+computes it. `wide_buffer` is the scratch it needs; an f32
+`backend_api_active_local` (HSWISH, HSIGMOID) also works in a buffer the
+size of its input (TPU-MLIR's ActiveOp::getBufferSize_bm1684x), a third
+region `active_buffer` adds and `active_param` points at: left at
+address 0, the kernel overwrote whatever lived there, which only showed
+once lifetimes let a live tensor sit at 0.
 """
 
 from __future__ import annotations
@@ -55,6 +60,27 @@ def wide_buffer(op: Operation, plan: GroupPlan) -> int:
     """The f32 copies of the input and result slices, one after the other."""
     ins = f32_bytes(plan.tensors[op.operands[0]])
     return -(-ins // EU_BYTES) * EU_BYTES + f32_bytes(plan.tensors[op.results[0]])
+
+
+def _aligned(size: int) -> int:
+    return -(-size // EU_BYTES) * EU_BYTES
+
+
+def active_buffer(op: Operation, plan: GroupPlan) -> int:
+    """wide_buffer and, after it, the f32 active kernel's own work buffer
+    (as large as its f32 input slice)."""
+    return _aligned(wide_buffer(op, plan)) + f32_bytes(plan.tensors[op.operands[0]])
+
+
+def active_param(op: Operation, plan: GroupPlan, mode: str) -> ActiveLocal:
+    """active_local_spec_t of `mode` whose buffer_addr is the third region
+    of the op's scratch (active_buffer)."""
+    from tpuc.passes.native.active import ACTIVE_TYPES
+
+    param = ActiveLocal()
+    param.common.active_type = ACTIVE_TYPES[mode]
+    param.buffer_addr = plan.local(op).buffer_addr + _aligned(wide_buffer(op, plan))
+    return param
 
 
 def plain_info(tensor: LocalTensor, step: int) -> SecInfo:
@@ -110,10 +136,7 @@ def half_only(op: Operation, ctx: NativeContext) -> list[Coeff]:
 def hard_sigmoid_command(op: Operation, ctx: NativeContext, plan: GroupPlan,
                          step: int) -> list[tuple]:  # fmt: skip
     """HSIGMOID with coeffs {beta, alpha}, in f32 (active.hard_sigmoid's)."""
-    from tpuc.passes.native.active import ACTIVE_TYPES
-
-    param = ActiveLocal()
-    param.common.active_type = ACTIVE_TYPES["HSIGMOID"]
+    param = active_param(op, plan, "HSIGMOID")
     param.common.coeffs[0] = float(op.value("beta"))
     param.common.coeffs[1] = float(op.value("alpha"))
     info = plain_info(plan.tensors[op.results[0]], step)
@@ -123,7 +146,7 @@ def hard_sigmoid_command(op: Operation, ctx: NativeContext, plan: GroupPlan,
 
 
 local_rule(
-    tpu.HardSigmoidOp, rule=LocalRule(identity, half_only, wide_buffer, hard_sigmoid_command)
+    tpu.HardSigmoidOp, rule=LocalRule(identity, half_only, active_buffer, hard_sigmoid_command)
 )
 
 LOCAL_ACTIVE = ("HSWISH", "HSIGMOID")
@@ -139,16 +162,13 @@ def active_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
 
 def active_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     """active_local_spec_t in f32 (active.active's detour, its coefficients none)."""
-    from tpuc.passes.native.active import ACTIVE_TYPES
-
-    param = ActiveLocal()
-    param.common.active_type = ACTIVE_TYPES[op.value("mode")]
+    param = active_param(op, plan, op.value("mode"))
     info = plain_info(plan.tensors[op.results[0]], step)
     return widened(op, plan, step, lambda a, b: [
         local_command(op, "backend_api_active_local", param, info, [a], [b])
     ])  # fmt: skip
 
 
-local_rule(tpu.ActiveOp, rule=LocalRule(identity, active_coeffs, wide_buffer, active_command))
+local_rule(tpu.ActiveOp, rule=LocalRule(identity, active_coeffs, active_buffer, active_command))
 
-__all__ = ["f32_bytes", "plain_info", "wide_buffer", "widened"]
+__all__ = ["active_buffer", "active_param", "f32_bytes", "plain_info", "wide_buffer", "widened"]
