@@ -30,6 +30,7 @@ from tpuc.target.vendor.params import declare
 
 declare("cast_common_spec_t", "i32 src_dtype; i32 dst_dtype; i32 round_mode")
 CastGlobal = declare("cast_global_spec_t", "cast_common_spec_t common")
+CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
 RequantFp = declare(
     "requant_fp_param_t",
     "u64 input_addr; u64 output_addr; u64 requant_addr; u32 buffer_local_addr; i32 n; i32 c; "

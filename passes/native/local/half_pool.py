@@ -58,7 +58,7 @@ def cast_info(info: SecInfo, rows: tuple[int, int]) -> SecInfo:
 
 
 def cast_call(op, info: SecInfo, src: bytes, dst: bytes, codes: tuple[int, int]) -> tuple:
-    from tpuc.target.vendor.params import CastLocal
+    from tpuc.passes.native.cast import CastLocal
 
     param = CastLocal()
     param.common.src_dtype, param.common.dst_dtype = codes

@@ -23,7 +23,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
-from tpuc.passes.native.cast import DequantFp, RequantFp, nchw, quantize_scale
+from tpuc.passes.native.cast import CastLocal, DequantFp, RequantFp, nchw, quantize_scale
 from tpuc.passes.native.context import (
     DTYPE_F32,
     NativeContext,
@@ -42,7 +42,6 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import GroupPlan
-from tpuc.target.vendor.params import CastLocal
 
 
 def float_cast(op: Operation) -> bool:

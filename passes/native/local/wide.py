@@ -22,6 +22,7 @@ from collections.abc import Callable
 from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
+from tpuc.passes.native.cast import CastLocal
 from tpuc.passes.native.context import (
     DTYPE_F32,
     ROUND_HALF_EVEN,
@@ -42,7 +43,7 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, LocalTensor
-from tpuc.target.vendor.params import ActiveLocal, CastLocal
+from tpuc.target.vendor.params import ActiveLocal
 
 
 def f32_bytes(tensor: LocalTensor) -> int:

@@ -146,7 +146,6 @@ ConstBinaryGlobal = declare("constbinary_global_spec_t", "constbinary_common_spe
 declare("active_common_spec_t", "i32 active_type; f32 coeffs[8]")
 ActiveGlobal = declare("active_global_spec_t", "active_common_spec_t common")
 ActiveLocal = declare("active_local_spec_t", "active_common_spec_t common; u32 buffer_addr")
-CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
 
 # --- pooling, matmul ---------------------------------------------------------------------
 
