@@ -57,8 +57,15 @@ def groups_of(module):
     return [op for op in main_function(module).body.block.ops if isinstance(op, GroupOp)]
 
 
-def test_one_group_sliced_when_the_vendor_says_it_pays(grouped):
+def test_one_group_sliced_when_the_vendor_says_it_pays(grouped, vendor):
+    """One group; the wide chain's H slicing is one that twice as many H
+    slices do not beat on the vendor's cycles (the planner's refine): with
+    the unsliced prefetch that may be one slice."""
     from tpuc.dialects import tpu
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.passes.native.local.emit import GroupPricer
+    from tpuc.passes.native.local.groups import native_group_plans
 
     module, name = grouped[0], grouped[-1]
     groups = groups_of(module)
@@ -67,7 +74,11 @@ def test_one_group_sliced_when_the_vendor_says_it_pays(grouped):
     assert (n, w) == (1, 1)
     kinds = {type(op) for op in groups[0].layers()}
     if name == "wide":
-        assert h > 1
+        flat, plans = native_group_plans(module, vendor)
+        ctx = NativeContext(flat)
+        doubled = plan_chain([lop.op for lop in plans[0].ops], ctx, hsecs=2 * h)
+        with GroupPricer(vendor) as pricer:
+            assert pricer.price_plan(plans[0], ctx) <= pricer.price_plan(doubled, ctx)
     elif name == "se":  # the whole block, its global pool inside: never cut along H
         assert h == 1
         assert {tpu.CastOp, tpu.Pool2DOp, tpu.LutOp, tpu.MulOp} <= kinds
