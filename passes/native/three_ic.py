@@ -25,19 +25,15 @@ from __future__ import annotations
 import numpy as np
 from xdsl.ir import Operation
 
+from tpuc.kernels.half_conv import fold_mode
+
 IC_PARALLEL = 64  # int8 input channels one lane multiplies at once (BM1684X)
 OTHER_READERS = 0x30
 
 
 def three_ic_mode(ic: int, kh: int, kw: int) -> int:
     """TPU-MLIR's choice of fold (0: none) for an INT8 filter."""
-    if ic * kh * kw <= IC_PARALLEL and kh > 1 and kw > 1:
-        return 3
-    if ic * kw <= IC_PARALLEL and kw > 1 and (kh < kw or ic * kh > IC_PARALLEL):
-        return 2
-    if ic * kh <= IC_PARALLEL and kh > 1:
-        return 1
-    return 0
+    return fold_mode(ic, kh, kw, IC_PARALLEL)
 
 
 def folded_filter(filt: np.ndarray, mode: int, kh: int, kw: int) -> np.ndarray:

@@ -283,12 +283,17 @@ def three_ic_mode(ic: int, kh: int, kw: int) -> int:
     kh), 1 kh; 0 none. The native target passes the flag to the kernel,
     whose dot-product units then take the folded channels: one unit sums
     what were several taps (tests/native/test_half_3ic.py)."""
-    p = IC_PARALLEL_16
-    if ic * kh * kw <= p and kh > 1 and kw > 1:
+    return fold_mode(ic, kh, kw, IC_PARALLEL_16)
+
+
+def fold_mode(ic: int, kh: int, kw: int, parallel: int) -> int:
+    """TPU-MLIR's 3ic choice for a lane that multiplies `parallel` input
+    channels at once (64 int8, 32 16-bit): 3, 2, 1 or 0 as above."""
+    if ic * kh * kw <= parallel and kh > 1 and kw > 1:
         return 3
-    if ic * kw <= p and kw > 1 and (kh < kw or ic * kh > p):
+    if ic * kw <= parallel and kw > 1 and (kh < kw or ic * kh > parallel):
         return 2
-    if ic * kh <= p and kh > 1:
+    if ic * kh <= parallel and kh > 1:
         return 1
     return 0
 
