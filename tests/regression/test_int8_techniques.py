@@ -58,3 +58,20 @@ def test_a_shifted_box_loses_the_strict_iou_thresholds():
     ref = detections(case, yolo_output([(50, 50, 20, 20, 0, 0.9)]))
     got = detections(case, yolo_output([(51, 50, 20, 20, 0, 0.9)]), EVAL_MIN)
     assert coco_ap([(ref, got)])[0] == pytest.approx(0.9, abs=0.01)
+
+
+def test_rec_calibration_lines_are_text_lines_but_not_the_test_lines():
+    """rec calibrates on rendered text lines: grey uint8 crops cut as the
+    test lines are (8–40 px tall, dark ink on light paper), deterministic,
+    and none of them is one of the skimage lines the test measures."""
+    from int8_techniques import rendered_lines, text_lines
+
+    cali = rendered_lines(4)
+    assert len(cali) == 4
+    tests = text_lines()
+    for crop, again in zip(cali, rendered_lines(4), strict=True):
+        assert crop.dtype == np.uint8 and crop.ndim == 2
+        assert 8 <= crop.shape[0] <= 40 and crop.shape[1] >= 40
+        assert np.array_equal(crop, again)
+        assert np.percentile(crop, 5) < np.median(crop) - 40  # ink darker than the paper
+        assert not any(t.shape == crop.shape and np.array_equal(t, crop) for t in tests)
