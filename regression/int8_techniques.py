@@ -140,7 +140,9 @@ def rendered_page(seed: int) -> np.ndarray:
 
 def rendered_lines(count: int) -> list[np.ndarray]:
     """`count` text-line crops of rendered pages, cut as the test lines are
-    (tests/support/page_text.py), one per page so fonts and sizes vary."""
+    (tests/support/page_text.py), one per page so fonts and sizes vary;
+    every other one a fragment of 2–6 character heights, as many test crops
+    are (skimage `text`'s words)."""
     from tests.support.page_text import line_boxes
 
     crops = []
@@ -148,6 +150,8 @@ def rendered_lines(count: int) -> list[np.ndarray]:
         page = rendered_page(seed)
         boxes = line_boxes(page)
         x, y, w, h = boxes[seed % len(boxes)]
+        if seed % 2:
+            x, w = x + w / 3, min(w - w / 3, h * (2 + seed % 5))
         crops.append(page[int(y) : int(y + h), int(x) : int(x + w)])
     return crops
 
