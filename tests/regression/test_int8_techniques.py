@@ -75,3 +75,17 @@ def test_rec_calibration_lines_are_text_lines_but_not_the_test_lines():
         assert np.array_equal(crop, again)
         assert np.percentile(crop, 5) < np.median(crop) - 40  # ink darker than the paper
         assert not any(t.shape == crop.shape and np.array_equal(t, crop) for t in tests)
+
+
+def test_fake_quant_grid_of_the_rec_diagnosis():
+    """8 bits at threshold 1: signed steps of 1/127, unsigned of 1/255;
+    beyond the threshold clipped; 12 bits: steps of 1/2047."""
+    from rec_int8_loss import on_grid
+
+    from tpuc.base.cali_table import CaliEntry
+
+    signed, unsigned = CaliEntry(1.0, -0.5, 2.0), CaliEntry(1.0, 0.0, 2.0)
+    x = np.array([0.2, -3.0, 3.0, 0.004], np.float32)  # 0.2: 25.4 / 51.0 / 409.4 steps
+    assert np.allclose(on_grid(x, signed, 8), [25 / 127, -1.0, 1.0, 1 / 127])
+    assert np.allclose(on_grid(x, unsigned, 8), [51 / 255, 0.0, 1.0, 1 / 255])
+    assert np.allclose(on_grid(np.float32(0.2), signed, 12), 409 / 2047)
