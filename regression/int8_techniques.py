@@ -22,7 +22,11 @@ Models and what is measured:
   the INT8 detections with FP32's as ground truth;
 - ppocr_rec: PP-OCRv4 rec on the text lines of skimage `page` and `text`
   (cut as tests/support/page_text.py cuts them): the share of lines whose
-  INT8 CTC text equals FP32's;
+  INT8 CTC text equals FP32's. It calibrates on text lines of its own
+  domain that are not the test lines: lines cut the same way from pages
+  rendered here (`rendered_page`: the Zen of Python in DejaVu/Liberation
+  fonts on unevenly lit, blurred, noisy paper), as a user calibrates on
+  their own crops (the anchor's samples are not text);
 - digits (the repo's digits CNN, trained here) and the anchors smallcnn,
   resblock, ppocr_cls: smallest output cosine (digits: top-1 agreement).
 
@@ -99,9 +103,63 @@ def rec_input(crop: np.ndarray, height: int = 48, width: int = 320) -> np.ndarra
     return x[None]
 
 
+FONTS = Path("/usr/share/fonts/truetype")
+PAGE_FONTS = (
+    "dejavu/DejaVuSans.ttf",
+    "liberation/LiberationSerif-Regular.ttf",
+    "dejavu/DejaVuSansCondensed.ttf",
+    "liberation/LiberationSans-Regular.ttf",
+)
+
+
+def rendered_page(seed: int) -> np.ndarray:
+    """A grey 200x400 'scan' of printed text that is not in the test images:
+    lines of the Zen of Python (stdlib `this`) in a font of PAGE_FONTS, dark
+    ink on an unevenly lit background, blurred, with sensor noise."""
+    import codecs
+
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        import this
+    lines = [t for t in codecs.decode(this.s, "rot13").splitlines()[2:] if t]
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(13, 21))
+    font = ImageFont.truetype(str(FONTS / PAGE_FONTS[seed % len(PAGE_FONTS)]), size)
+    yy, xx = np.mgrid[0:200, 0:400]
+    light = rng.uniform(110, 200) + rng.uniform(20, 90) * xx / 400 + rng.uniform(0, 30) * yy / 200
+    page = Image.fromarray(np.clip(light, 0, 255).astype(np.uint8))
+    draw, start = ImageDraw.Draw(page), int(rng.integers(len(lines)))
+    for row in range(200 // int(size * 1.45)):
+        ink = int(rng.integers(0, 60))
+        draw.text((6, 4 + row * int(size * 1.45)), lines[(start + row) % len(lines)], ink, font)
+    blurred = np.asarray(page.filter(ImageFilter.GaussianBlur(rng.uniform(0.4, 1.0))), np.float32)
+    noise = rng.normal(0, rng.uniform(2, 6), blurred.shape)
+    return np.clip(blurred + noise, 0, 255).astype(np.uint8)
+
+
+def rendered_lines(count: int) -> list[np.ndarray]:
+    """`count` text-line crops of rendered pages, cut as the test lines are
+    (tests/support/page_text.py), one per page so fonts and sizes vary;
+    every other one a fragment of 2–6 character heights, as many test crops
+    are (skimage `text`'s words)."""
+    from tests.support.page_text import line_boxes
+
+    crops = []
+    for seed in range(count):
+        page = rendered_page(seed)
+        boxes = line_boxes(page)
+        x, y, w, h = boxes[seed % len(boxes)]
+        if seed % 2:
+            x, w = x + w / 3, min(w - w / 3, h * (2 + seed % 5))
+        crops.append(page[int(y) : int(y + h), int(x) : int(x + w)])
+    return crops
+
+
 def rec_inputs() -> tuple[list[dict], list[dict]]:
-    folder = ANCHORS / "ppocr_rec"
-    cali = [dict(np.load(p)) for p in sorted((folder / "cali").glob("*.npz"))[:CALI_SAMPLES]]
+    """Calibration on text lines of the same kind as the tests but not
+    them (rendered pages), as a user calibrates on their own domain."""
+    cali = [{"x": rec_input(c)} for c in rendered_lines(CALI_SAMPLES)]
     return cali, [{"x": rec_input(c)} for c in text_lines()]
 
 

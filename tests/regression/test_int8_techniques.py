@@ -58,3 +58,34 @@ def test_a_shifted_box_loses_the_strict_iou_thresholds():
     ref = detections(case, yolo_output([(50, 50, 20, 20, 0, 0.9)]))
     got = detections(case, yolo_output([(51, 50, 20, 20, 0, 0.9)]), EVAL_MIN)
     assert coco_ap([(ref, got)])[0] == pytest.approx(0.9, abs=0.01)
+
+
+def test_rec_calibration_lines_are_text_lines_but_not_the_test_lines():
+    """rec calibrates on rendered text lines: grey uint8 crops cut as the
+    test lines are (8–40 px tall, dark ink on light paper), deterministic,
+    and none of them is one of the skimage lines the test measures."""
+    from int8_techniques import rendered_lines, text_lines
+
+    cali = rendered_lines(4)
+    assert len(cali) == 4
+    tests = text_lines()
+    for crop, again in zip(cali, rendered_lines(4), strict=True):
+        assert crop.dtype == np.uint8 and crop.ndim == 2
+        assert 8 <= crop.shape[0] <= 40 and crop.shape[1] >= 40
+        assert np.array_equal(crop, again)
+        assert np.percentile(crop, 5) < np.median(crop) - 40  # ink darker than the paper
+        assert not any(t.shape == crop.shape and np.array_equal(t, crop) for t in tests)
+
+
+def test_fake_quant_grid_of_the_rec_diagnosis():
+    """8 bits at threshold 1: signed steps of 1/127, unsigned of 1/255;
+    beyond the threshold clipped; 12 bits: steps of 1/2047."""
+    from rec_int8_loss import on_grid
+
+    from tpuc.base.cali_table import CaliEntry
+
+    signed, unsigned = CaliEntry(1.0, -0.5, 2.0), CaliEntry(1.0, 0.0, 2.0)
+    x = np.array([0.2, -3.0, 3.0, 0.004], np.float32)  # 0.2: 25.4 / 51.0 / 409.4 steps
+    assert np.allclose(on_grid(x, signed, 8), [25 / 127, -1.0, 1.0, 1 / 127])
+    assert np.allclose(on_grid(x, unsigned, 8), [51 / 255, 0.0, 1.0, 1 / 255])
+    assert np.allclose(on_grid(np.float32(0.2), signed, 12), 409 / 2047)
