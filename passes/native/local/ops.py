@@ -247,12 +247,11 @@ def _conv_check(op: Operation) -> None:
     if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
         raise NotExpressible("a local convolution that is not 2-D")
     quantized = quant_of(op.operands[0]) is not None
-    if (op.value("group") or 1) != 1 and not quantized:
-        # INT8 grouped convolutions are the kernel's own groups (the global
-        # rule's merged coefficient, bit for bit); a float one reads the
-        # blocked filter otherwise (cosine 0.91 on 136 channels in 4 groups)
-        what = "depthwise" if is_depthwise(op) else "grouped"
-        raise NotExpressible(f"a float {what} convolution in a layer group (not written yet)")
+    if is_depthwise(op) and not quantized:
+        # half-float depthwise has its own rule (half_depthwise.py); grouped
+        # convolutions are the kernel's own groups (INT8 over the merged
+        # coefficient, F16/BF16 over the per-group blocked filter)
+        raise NotExpressible("a float depthwise convolution in a layer group (not written yet)")
     if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
         raise NotExpressible("a local convolution with stride or dilation above 15")
     if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
@@ -404,12 +403,13 @@ def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
-    its taps; a 3ic one the broadcast input, three_ic_buffer; a grouped
-    one a group's input slice, grouped_buffer)."""
+    its taps; a 3ic one the broadcast input, three_ic_buffer); a grouped
+    one, INT8 or 16-bit, a group's input slice (grouped_buffer: without
+    it the kernel regroups the last group's input over the output)."""
     from tpuc.passes.native.conv import half_3ic_mode, is_depthwise
 
     if quant_of(op.operands[0]) is None:
-        return half_3ic_buffer(op, plan, half_3ic_mode(op))
+        return half_3ic_buffer(op, plan, half_3ic_mode(op)) + grouped_buffer(op, plan)
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
