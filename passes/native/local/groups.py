@@ -44,6 +44,7 @@ from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, 
 from tpuc.passes.native.local.chain import plan_chain
 from tpuc.passes.native.local.costs import VendorCosts
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
+from tpuc.passes.native.local.hoist import hoist_shrinking
 from tpuc.passes.native.local.merge import merge_runs
 from tpuc.passes.native.local.plan import GroupPlan, Slice
 from tpuc.passes.native.rules import load_rules
@@ -239,6 +240,7 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
     from tpuc.passes.layer_group.attach import attach, clear
 
     clear(module, main_function(module).body.block)
+    hoist_shrinking(main_function(module).body.block)
     ctx = PricingContext(module)
 
     made: list[NativePlanner] = []
