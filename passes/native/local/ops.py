@@ -338,6 +338,26 @@ def _three_ic(op: Operation) -> int:
     return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
 
 
+def three_ic_lanes(op: Operation) -> int:
+    """Lanes one input channel of a 3ic INT8 convolution spans once
+    broadcast (kh, kw or kh·kw by its mode); 0 without 3ic or for another op."""
+    if not isinstance(op, tpu.Conv2DOp):
+        return 0
+    mode = three_ic(op)
+    if not mode:
+        return 0
+    kh, kw = op.value("kernel_shape")
+    return {1: kh, 2: kw, 3: kh * kw}[mode]
+
+
+def broadcast_loaded(op: Operation, plan: GroupPlan) -> bool:
+    """Whether the group loads the convolution's input already broadcast
+    (TPU-MLIR's Load with use_3ic_optimize: one GDMA broadcast a channel),
+    so the kernel neither copies it (TIU) nor needs the buffer for it."""
+    found = plan.tensors.get(op.operands[0])
+    return found is not None and found.bcast_lanes > 0
+
+
 def three_ic_filter(op: Operation, mode: int):
     """The filter [oc, ic', k'] for `mode` (three_ic.folded_filter)."""
     from tpuc.passes.native.conv import filter_data
@@ -350,13 +370,14 @@ def three_ic_filter(op: Operation, mode: int):
 
 def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x's 3ic part: the broadcast input (a copy of the
-    input slice) and the merged rows, offsets and taps."""
+    input slice, unless the group loads it broadcast) and the merged rows,
+    offsets and taps."""
     mode = three_ic(op)
     if not mode:
         return 0
     n, plane, taps = _three_ic_rows(op, plan, mode)
-    ins = plan.tensors[op.operands[0]]
-    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+    copy = 0 if broadcast_loaded(op, plan) else plan.tensors[op.operands[0]].lane_bytes()
+    return copy + -(-plane // 64) * 64 * n + 64 * 2 + taps
 
 
 def _three_ic_rows(op: Operation, plan: GroupPlan, mode: int) -> tuple[int, int, int]:
@@ -457,7 +478,8 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         int8_spec(p, op, table)
         p.with_requant = 1
         mode = three_ic(op)
-        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
+        flags = 0 if broadcast_loaded(op, plan) else BROADCAST_TO_BUFFER
+        c.use_3ic_optimize = mode | flags if mode else 0
     else:
         from tpuc.passes.native.conv import half_3ic_flag
 
