@@ -77,3 +77,22 @@ def test_broadcast_load_is_bit_exact_and_cheaper(pools, vendor, nsecs, hsecs):
             assert np.array_equal(got, want), f"{kind} {name}: {np.count_nonzero(got != want)}"
     # measured 2026-11-27: 4,386 against 4,664 unsliced; 7,675 against 8,061 in 2x3 slices
     assert cycles["bcast"] < cycles["copy"]
+
+
+def test_planner_keeps_the_cheaper_of_the_two_loads(pools, vendor):
+    """groups.cheaper_load: the broadcast plan or the kernel's copy,
+    whichever the vendor prices lower (a smaller buffer can move an
+    unsliced group's prefetch for the worse); without a pricer, broadcast."""
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.passes.native.local.emit import GroupPricer
+    from tpuc.passes.native.local.groups import cheaper_load
+
+    module, _, _, ops, _ = plans(pools, 1, 1, copy=False)
+    ctx = NativeContext(module)
+    assert cheaper_load(ops, ctx, None).tensors[ops[0].operands[0]].bcast_lanes == 9
+    with GroupPricer(vendor) as pricer:
+        chosen = pricer.price_plan(cheaper_load(ops, ctx, pricer), ctx)
+        bcast = pricer.price_plan(plan_chain(ops, ctx), ctx)
+        copy = pricer.price_plan(plan_chain(ops, ctx, broadcast=False), ctx)
+    assert chosen == min(bcast, copy) and bcast < copy

@@ -123,13 +123,14 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False
-               ) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False,
+               broadcast: bool = True) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
     nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
     each have banks of their own; `costs`: what an unsliced group's
     timesteps are planned with, costs.Guesses by default; `fine`: sweep
-    FINE_BUDGETS instead of PREFETCH_BUDGETS); raises
+    FINE_BUDGETS instead of PREFETCH_BUDGETS; `broadcast`: load a 3ic
+    convolution's input broadcast, `_broadcast_loads`); raises
     NotExpressible for an op without a local form, TpucError when the
     slicing or local memory does not work out."""
     ops = list(ops)
@@ -156,7 +157,8 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     if plan.steps > 1:
         for key in (*inputs, *outputs):
             plan.tensors[key].slots = 2
-    _broadcast_loads(plan, ops, inputs)
+    if broadcast:
+        _broadcast_loads(plan, ops, inputs)
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
     if plan.steps == 1:
