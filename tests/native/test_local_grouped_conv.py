@@ -73,17 +73,22 @@ def test_int8_shufflenet_unit_as_one_group(unit, vendor, hsecs):
 def test_grouped_conv_buffer_holds_a_group_input(unit):
     """getBufferSize_bm1684x for groups > 1: besides the int32 sums, one
     group's input slice (EU-aligned planes) and two elements per input
-    channel a lane holds (24 -> 136 in 4 groups at 28x28: 6 input channels
-    a group, one plane a lane: 832 + 2 bytes; the sums 3 planes of 832
-    int32)."""
+    channel a lane holds (136 -> 136 in 4 groups at 28x28: 34 input
+    channels a group, one plane a lane: 832 + 2 bytes; the sums 3 planes
+    of 832 int32). The first conv, 24 -> 136 in 4 groups, runs dense
+    (every input channel in one pass of the lanes, TPU-MLIR's group 1 for
+    shufflenet's 24 -> 112): the sums only."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.passes.native.local.dense import dense_groups
     from tpuc.passes.native.local.ops import conv_buffer
 
     work, mlir, table = unit
     module, _, _, ops = lowered(work, mlir, table, "INT8")
+    assert [dense_groups(op) for op in ops] == [True, False, False]
     plan = plan_chain(ops, NativeContext(module))
-    assert conv_buffer(ops[0], plan) == 3 * 832 * 4 + 832 + 2
+    assert conv_buffer(ops[2], plan) == 3 * 832 * 4 + 832 + 2
+    assert conv_buffer(ops[0], plan) == 3 * 832 * 4
 
 
 @pytest.mark.parametrize("mode, hsecs", [("F16", 1), ("F16", 3), ("BF16", 1)])

@@ -32,6 +32,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
+from tpuc.passes.native.local.dense import block_diagonal, dense_groups
 from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, Slice
 from tpuc.passes.native.three_ic import folded_filter, three_ic_mode
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
@@ -298,9 +299,12 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
             table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
             zp = quant_of(op.results[0]).zero_point
             filt = three_ic_filter(op, mode)
+            if dense_groups(op):
+                filt = block_diagonal(filt, op.value("group"))
             coeff = _PACKED[op] = pack_int8(table, zp, filt, depthwise=depthwise)
             coeff.flags.writeable = False  # shared: Coeffs.add finds it again by identity
         name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
+        name += "_dense" if dense_groups(op) else ""
         addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
     from tpuc.passes.native.conv import half_3ic_filter
@@ -397,7 +401,7 @@ def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
     channels of the input slice (EU-aligned planes) and two elements per
     input channel a lane holds; 0 for an ungrouped convolution."""
     groups = op.value("group") or 1
-    if groups == 1:
+    if groups == 1 or dense_groups(op):
         return 0
     ins = plan.tensors[op.operands[0]]
     _, ic, _, iw = ins.dims
@@ -480,6 +484,8 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         mode = three_ic(op)
         flags = 0 if broadcast_loaded(op, plan) else BROADCAST_TO_BUFFER
         c.use_3ic_optimize = mode | flags if mode else 0
+        if dense_groups(op):
+            c.groups = 1
     else:
         from tpuc.passes.native.conv import half_3ic_flag
 
