@@ -29,7 +29,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     wide,
 )
 from tpuc.passes.native.local.costs import Guesses
-from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
+from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule, three_ic_lanes
 from tpuc.passes.native.local.plan import (
     GroupPlan,
     LocalOp,
@@ -104,6 +104,18 @@ def _broadcast(operand, result, wanted: Slice) -> Slice:
     return wanted
 
 
+def _broadcast_loads(plan: GroupPlan, ops: Sequence[Operation], inputs) -> None:
+    """A loaded input that only a 3ic INT8 convolution of the group reads is
+    loaded broadcast, each channel to the lanes of its folded taps, as
+    TPU-MLIR's Load does (three DDR-to-lanes moves instead of a load and
+    the kernel's TIU copy of the input)."""
+    for op in ops:
+        lanes, value = three_ic_lanes(op), op.operands[0]
+        readers = sum(1 for other in ops for operand in other.operands if operand is value)
+        if lanes and value in inputs and readers == 1:
+            plan.tensors[value].bcast_lanes = lanes
+
+
 def _is_activation(value) -> bool:
     from tpuc.dialects import top
 
@@ -111,13 +123,14 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False
-               ) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False,
+               broadcast: bool = True) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
     nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
     each have banks of their own; `costs`: what an unsliced group's
     timesteps are planned with, costs.Guesses by default; `fine`: sweep
-    FINE_BUDGETS instead of PREFETCH_BUDGETS); raises
+    FINE_BUDGETS instead of PREFETCH_BUDGETS; `broadcast`: load a 3ic
+    convolution's input broadcast, `_broadcast_loads`); raises
     NotExpressible for an op without a local form, TpucError when the
     slicing or local memory does not work out."""
     ops = list(ops)
@@ -144,6 +157,8 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
     if plan.steps > 1:
         for key in (*inputs, *outputs):
             plan.tensors[key].slots = 2
+    if broadcast:
+        _broadcast_loads(plan, ops, inputs)
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
     if plan.steps == 1:

@@ -53,7 +53,9 @@ class VendorCosts(Guesses):
         from tpuc.passes.native.local.chain import plan_chain, rule_of
 
         try:
-            alone = plan_chain([op], self.ctx, costs=Guesses())
+            # the kernel's own copy of a 3ic input: the same estimate for
+            # both of groups.cheaper_load's plans
+            alone = plan_chain([op], self.ctx, costs=Guesses(), broadcast=False)
         except TpucError:  # alone it cannot be a group (a result nothing reads): the formula
             return _tiu_guess(op)
         commands = rule_of(op).command(op, self.ctx, alone, 0)

@@ -66,6 +66,26 @@ def move(tensor: LocalTensor, global_addr: int, dtype: str, step: int, direction
     return ("move", name, args)
 
 
+def moves(tensor: LocalTensor, global_addr: int, dtype: str, step: int, direction: int,
+          name: str) -> list[tuple]:  # fmt: skip
+    """The GDMA commands of one load or store: `move`, or for a 3ic
+    convolution's broadcast input one tensor_broadcast_move_gen_cmd per
+    channel, to lanes [c·k, (c+1)·k) (TPU-MLIR's Load with use_3ic_optimize)."""
+    if not tensor.bcast_lanes:
+        return [move(tensor, global_addr, dtype, step, direction, name)]
+    _, c, h, w = tensor.dims
+    s, lanes = tensor.slice_at(step), tensor.bcast_lanes
+    local_n = local_strides(tensor, s.n_slice, s.h_slice)[0]
+    found = []
+    for channel in range(c):
+        offset = (s.n_idx * c * h * w + channel * h * w + s.h_idx * w) * tensor.dtype_bytes
+        args = (global_addr + offset, 0, tensor.addr_at(step), channel * lanes, s.n_slice,
+                s.h_slice, w, lanes, c * h * w, w, local_n, w, GDMA_FORMATS[dtype], 1,
+                S2L)  # fmt: skip
+        found.append(("bcast", name, args))
+    return found
+
+
 class _Globals:
     """Global address and dtype of everything the group moves."""
 
@@ -107,7 +127,7 @@ def group_commands(plan: GroupPlan, ctx: NativeContext) -> list[tuple]:
                     continue
                 addr, dtype = where[item.target]
                 direction = S2L if item.kind == LOAD else 1
-                body.append(move(tensor, addr, dtype, step, direction, _name(item.target)))
+                body += moves(tensor, addr, dtype, step, direction, _name(item.target))
             if body:
                 commands += [("divide",), *body, ("merge",)]
     return commands

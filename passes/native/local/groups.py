@@ -44,6 +44,7 @@ from tpuc.passes.native.context import NativeContext, NotExpressible, is_float, 
 from tpuc.passes.native.local.chain import plan_chain
 from tpuc.passes.native.local.costs import VendorCosts
 from tpuc.passes.native.local.emit import GroupPricer, global_commands
+from tpuc.passes.native.local.hoist import hoist_shrinking
 from tpuc.passes.native.local.merge import merge_runs
 from tpuc.passes.native.local.plan import GroupPlan, Slice
 from tpuc.passes.native.rules import load_rules
@@ -206,8 +207,8 @@ class NativePlanner(Planner):
             return f"the native local rules do not split W (the planner wants {secs.w} W slices)"
         try:
             ops = found.graph.ops
-            local = plan_chain(ops, self.ctx, hsecs=secs.h, nsecs=secs.n, packed=packs(ops),
-                               costs=self.costs, fine=fine)  # fmt: skip
+            local = cheaper_load(ops, self.ctx, self.pricer, hsecs=secs.h, nsecs=secs.n,
+                                 packed=packs(ops), costs=self.costs, fine=fine)  # fmt: skip
         except TpucError as exc:
             return f"native: {exc}"
         return replace(found, cycles=self.pricer.price_plan(local, self.ctx)), local
@@ -231,6 +232,20 @@ class NativePlanner(Planner):
         return self.pricer.price(global_commands(op, calls), f"{op.name} as a global layer")
 
 
+def cheaper_load(ops, ctx: NativeContext, pricer: GroupPricer | None, **how) -> GroupPlan:
+    """plan_chain's plan with a 3ic convolution's input loaded broadcast or
+    copied by the kernel, whichever the vendor prices lower (without a
+    pricer: broadcast). Broadcast saves the kernel's TIU copy and its
+    buffer, but a smaller buffer moves an unsliced group's prefetch
+    (prefetch.py), which can cost more than it saves: resnet50 INT8's one
+    group came out 21k cycles dearer with it."""
+    local = plan_chain(ops, ctx, **how)
+    if pricer is None or not any(t.bcast_lanes for t in local.tensors.values()):
+        return local
+    other = plan_chain(ops, ctx, broadcast=False, **how)
+    return min((local, other), key=lambda plan: pricer.price_plan(plan, ctx))
+
+
 def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
     """The layer-group search over func @main with native validity and the
     vendor's cycles; the chosen groups attached as tpu.Group ops."""
@@ -239,6 +254,7 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
     from tpuc.passes.layer_group.attach import attach, clear
 
     clear(module, main_function(module).body.block)
+    hoist_shrinking(main_function(module).body.block)
     ctx = PricingContext(module)
 
     made: list[NativePlanner] = []
@@ -307,7 +323,9 @@ def native_group_plans(module: ModuleOp, vendor=None) -> tuple[ModuleOp, list[Gr
 
 def _emitted_plan(ops, ctx, n: int, h: int, stored: dict, costs) -> GroupPlan:
     """plan_chain's plan of a group's ops, checked against its stores' slices."""
-    plan = plan_chain(ops, ctx, hsecs=h, nsecs=n, packed=packs(ops), costs=costs, fine=True)
+    pricer = costs.pricer if costs is not None else None
+    plan = cheaper_load(ops, ctx, pricer, hsecs=h, nsecs=n, packed=packs(ops), costs=costs,
+                        fine=True)  # fmt: skip
     for value, slices in stored.items():
         if list(plan.tensors[value].slices) != slices:
             raise TpucError(f"layer group at {ops[0].name}: the native plan's slices of a "

@@ -32,6 +32,7 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
+from tpuc.passes.native.local.dense import block_diagonal, dense_groups
 from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, Slice
 from tpuc.passes.native.three_ic import folded_filter, three_ic_mode
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
@@ -247,12 +248,11 @@ def _conv_check(op: Operation) -> None:
     if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
         raise NotExpressible("a local convolution that is not 2-D")
     quantized = quant_of(op.operands[0]) is not None
-    if (op.value("group") or 1) != 1 and not quantized:
-        # INT8 grouped convolutions are the kernel's own groups (the global
-        # rule's merged coefficient, bit for bit); a float one reads the
-        # blocked filter otherwise (cosine 0.91 on 136 channels in 4 groups)
-        what = "depthwise" if is_depthwise(op) else "grouped"
-        raise NotExpressible(f"a float {what} convolution in a layer group (not written yet)")
+    if is_depthwise(op) and not quantized:
+        # half-float depthwise has its own rule (half_depthwise.py); grouped
+        # convolutions are the kernel's own groups (INT8 over the merged
+        # coefficient, F16/BF16 over the per-group blocked filter)
+        raise NotExpressible("a float depthwise convolution in a layer group (not written yet)")
     if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
         raise NotExpressible("a local convolution with stride or dilation above 15")
     if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
@@ -299,9 +299,12 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
             table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
             zp = quant_of(op.results[0]).zero_point
             filt = three_ic_filter(op, mode)
+            if dense_groups(op):
+                filt = block_diagonal(filt, op.value("group"))
             coeff = _PACKED[op] = pack_int8(table, zp, filt, depthwise=depthwise)
             coeff.flags.writeable = False  # shared: Coeffs.add finds it again by identity
         name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
+        name += "_dense" if dense_groups(op) else ""
         addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
     from tpuc.passes.native.conv import half_3ic_filter
@@ -339,6 +342,26 @@ def _three_ic(op: Operation) -> int:
     return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
 
 
+def three_ic_lanes(op: Operation) -> int:
+    """Lanes one input channel of a 3ic INT8 convolution spans once
+    broadcast (kh, kw or kh·kw by its mode); 0 without 3ic or for another op."""
+    if not isinstance(op, tpu.Conv2DOp):
+        return 0
+    mode = three_ic(op)
+    if not mode:
+        return 0
+    kh, kw = op.value("kernel_shape")
+    return {1: kh, 2: kw, 3: kh * kw}[mode]
+
+
+def broadcast_loaded(op: Operation, plan: GroupPlan) -> bool:
+    """Whether the group loads the convolution's input already broadcast
+    (TPU-MLIR's Load with use_3ic_optimize: one GDMA broadcast a channel),
+    so the kernel neither copies it (TIU) nor needs the buffer for it."""
+    found = plan.tensors.get(op.operands[0])
+    return found is not None and found.bcast_lanes > 0
+
+
 def three_ic_filter(op: Operation, mode: int):
     """The filter [oc, ic', k'] for `mode` (three_ic.folded_filter)."""
     from tpuc.passes.native.conv import filter_data
@@ -351,13 +374,14 @@ def three_ic_filter(op: Operation, mode: int):
 
 def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x's 3ic part: the broadcast input (a copy of the
-    input slice) and the merged rows, offsets and taps."""
+    input slice, unless the group loads it broadcast) and the merged rows,
+    offsets and taps."""
     mode = three_ic(op)
     if not mode:
         return 0
     n, plane, taps = _three_ic_rows(op, plan, mode)
-    ins = plan.tensors[op.operands[0]]
-    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+    copy = 0 if broadcast_loaded(op, plan) else plan.tensors[op.operands[0]].lane_bytes()
+    return copy + -(-plane // 64) * 64 * n + 64 * 2 + taps
 
 
 def _three_ic_rows(op: Operation, plan: GroupPlan, mode: int) -> tuple[int, int, int]:
@@ -377,7 +401,7 @@ def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
     channels of the input slice (EU-aligned planes) and two elements per
     input channel a lane holds; 0 for an ungrouped convolution."""
     groups = op.value("group") or 1
-    if groups == 1:
+    if groups == 1 or dense_groups(op):
         return 0
     ins = plan.tensors[op.operands[0]]
     _, ic, _, iw = ins.dims
@@ -404,12 +428,13 @@ def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
-    its taps; a 3ic one the broadcast input, three_ic_buffer; a grouped
-    one a group's input slice, grouped_buffer)."""
+    its taps; a 3ic one the broadcast input, three_ic_buffer); a grouped
+    one, INT8 or 16-bit, a group's input slice (grouped_buffer: without
+    it the kernel regroups the last group's input over the output)."""
     from tpuc.passes.native.conv import half_3ic_mode, is_depthwise
 
     if quant_of(op.operands[0]) is None:
-        return half_3ic_buffer(op, plan, half_3ic_mode(op))
+        return half_3ic_buffer(op, plan, half_3ic_mode(op)) + grouped_buffer(op, plan)
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
@@ -457,7 +482,10 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         int8_spec(p, op, table)
         p.with_requant = 1
         mode = three_ic(op)
-        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
+        flags = 0 if broadcast_loaded(op, plan) else BROADCAST_TO_BUFFER
+        c.use_3ic_optimize = mode | flags if mode else 0
+        if dense_groups(op):
+            c.groups = 1
     else:
         from tpuc.passes.native.conv import half_3ic_flag
 

@@ -62,6 +62,7 @@ class LocalTensor:
     addrs: tuple[int, ...] = ()
     slots: int = 1
     lanes_copy: bool = False  # one plane read by every lane (a LUT table): loaded with C stride 0
+    bcast_lanes: int = 0  # a 3ic conv's input: each channel broadcast to this many lanes
 
     @property
     def held(self) -> bool:
