@@ -1,0 +1,76 @@
+"""The local rule of an INT8 transposed convolution (passes/native/local/
+deconv.py: the vendor's deconv_local into an int32 buffer, then its
+per-channel requant_int_local): ppocr_det's head in small, conv 3x3 + relu,
+ConvTranspose 2x2/2 (16->24) + relu, ConvTranspose 2x2/2 (24->1), planned
+as one group cut into H slices (odd slice boundaries too, where an output
+slice starts inside an input row's pair of rows), run in the vendor
+runtime bit for bit against tpuc's TPU interpreter and against tpuc's
+global native bmodel of the same ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from local_groups import lowered
+from native_models import check, transformed
+from onnx import helper, numpy_helper
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    work = tmp_path_factory.mktemp("local_deconv")
+    rng = np.random.default_rng(5)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("ConvTranspose", ["r1", "W2", "B2"], ["d1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Relu", ["d1"], ["r2"]),
+        node("ConvTranspose", ["r2", "W3", "B3"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    inits = [
+        init("W1", (16, 8, 3, 3)),
+        init("B1", (16,), 1.0),
+        init("W2", (16, 24, 2, 2)),
+        init("B2", (24,), 0.5),
+        init("W3", (24, 1, 2, 2)),
+        init("B3", (1,), 0.5),
+    ]
+    return (work, *transformed(work, "head", nodes, [("x", [1, 8, 10, 12])], "y", inits))
+
+
+def group_ops(module):
+    from tpuc.dialects import tpu
+
+    return [
+        op
+        for op in next(iter(module.ops)).body.block.ops
+        if isinstance(op, (tpu.Conv2DOp, tpu.DeconvOp))
+    ]
+
+
+@pytest.mark.parametrize("hsecs", [1, 3, 8])
+def test_int8_deconv_head_in_h_slices(head, vendor, hsecs):
+    from tpuc.passes.native.context import NativeContext
+    from tpuc.passes.native.emit import generate_native
+    from tpuc.passes.native.local.chain import plan_chain
+    from tpuc.target.vendor.run import run_native
+
+    work, mlir, table = head
+    module, expected, inputs, _ = lowered(work, mlir, table, "INT8")
+    ops = group_ops(module)
+    assert [op.name for op in ops] == ["tpu.Conv2D", "tpu.Deconv", "tpu.Deconv"]
+    plan = plan_chain(ops, NativeContext(module), hsecs=hsecs)
+    outs = []
+    for name, groups in (("group", [plan]), ("global", [])):
+        path = work / f"{name}_{hsecs}.bmodel"
+        path.write_bytes(generate_native(module, vendor, profile=False, groups=groups).bmodel)
+        outs.append(run_native(path, inputs, vendor, fixed=True))
+    check(run_native(work / f"group_{hsecs}.bmodel", inputs, vendor), expected, "INT8")
+    for name in outs[0]:
+        assert np.array_equal(outs[0][name], outs[1][name]), name
+    assert plan.steps == hsecs
