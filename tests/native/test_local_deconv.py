@@ -1,7 +1,9 @@
 """The local rule of an INT8 transposed convolution (passes/native/local/
 deconv.py: the vendor's deconv_local into an int32 buffer, then its
 per-channel requant_int_local): ppocr_det's head in small, conv 3x3 + relu,
-ConvTranspose 2x2/2 (16->24) + relu, ConvTranspose 2x2/2 (24->1), planned
+ConvTranspose 2x2/2 (16->24) without bias, + a per-channel constant (the
+bias as paddle2onnx writes it: a local Add with its weight held,
+bias_add.py), depthwise 1x1 + relu, ConvTranspose 2x2/2 (24->1), planned
 as one group cut into H slices (odd slice boundaries too, where an output
 slice starts inside an input row's pair of rows), run in the vendor
 runtime bit for bit against tpuc's TPU interpreter and against tpuc's
@@ -28,17 +30,21 @@ def head(tmp_path_factory):
     nodes = [
         node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
         node("Relu", ["c1"], ["r1"]),
-        node("ConvTranspose", ["r1", "W2", "B2"], ["d1"], kernel_shape=[2, 2], strides=[2, 2]),
-        node("Relu", ["d1"], ["r2"]),
-        node("ConvTranspose", ["r2", "W3", "B3"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("ConvTranspose", ["r1", "W2"], ["d1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Add", ["d1", "C2"], ["a1"]),
+        node("Conv", ["a1", "W3", "B3"], ["c3"], kernel_shape=[1, 1], group=24),
+        node("Relu", ["c3"], ["r3"]),
+        node("ConvTranspose", ["r3", "W4", "B4"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
     ]
     inits = [
         init("W1", (16, 8, 3, 3)),
         init("B1", (16,), 1.0),
         init("W2", (16, 24, 2, 2)),
-        init("B2", (24,), 0.5),
-        init("W3", (24, 1, 2, 2)),
-        init("B3", (1,), 0.5),
+        init("C2", (1, 24, 1, 1), 0.5),
+        init("W3", (24, 1, 1, 1), 1.0),
+        init("B3", (24,), 0.5),
+        init("W4", (24, 1, 2, 2)),
+        init("B4", (1,), 0.5),
     ]
     return (work, *transformed(work, "head", nodes, [("x", [1, 8, 10, 12])], "y", inits))
 
@@ -49,7 +55,7 @@ def group_ops(module):
     return [
         op
         for op in next(iter(module.ops)).body.block.ops
-        if isinstance(op, (tpu.Conv2DOp, tpu.DeconvOp))
+        if isinstance(op, (tpu.Conv2DOp, tpu.DeconvOp, tpu.AddOp))
     ]
 
 
@@ -63,7 +69,9 @@ def test_int8_deconv_head_in_h_slices(head, vendor, hsecs):
     work, mlir, table = head
     module, expected, inputs, _ = lowered(work, mlir, table, "INT8")
     ops = group_ops(module)
-    assert [op.name for op in ops] == ["tpu.Conv2D", "tpu.Deconv", "tpu.Deconv"]
+    assert [op.name for op in ops] == [
+        "tpu.Conv2D", "tpu.Deconv", "tpu.Add", "tpu.Conv2D", "tpu.Deconv"
+    ]  # fmt: skip
     plan = plan_chain(ops, NativeContext(module), hsecs=hsecs)
     outs = []
     for name, groups in (("group", [plan]), ("global", [])):
