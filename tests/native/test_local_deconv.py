@@ -82,3 +82,60 @@ def test_int8_deconv_head_in_h_slices(head, vendor, hsecs):
     for name in outs[0]:
         assert np.array_equal(outs[0][name], outs[1][name]), name
     assert plan.steps == hsecs
+
+
+@pytest.fixture(scope="module")
+def head_sigmoid(tmp_path_factory):
+    """The head with a sigmoid on its 1-channel map (ppocr_det's output)."""
+    work = tmp_path_factory.mktemp("local_deconv_sigmoid")
+    rng = np.random.default_rng(6)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1] * 4, kernel_shape=[3, 3]),
+        node("Relu", ["c1"], ["r1"]),
+        node("ConvTranspose", ["r1", "W2"], ["d1"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Add", ["d1", "C2"], ["a1"]),
+        node("Conv", ["a1", "W3", "B3"], ["c3"], kernel_shape=[1, 1], group=24),
+        node("Relu", ["c3"], ["r3"]),
+        node("ConvTranspose", ["r3", "W4", "B4"], ["d2"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Sigmoid", ["d2"], ["y"]),
+    ]
+    inits = [
+        init("W1", (16, 8, 3, 3)),
+        init("B1", (16,), 1.0),
+        init("W2", (16, 24, 2, 2)),
+        init("C2", (1, 24, 1, 1), 0.5),
+        init("W3", (24, 1, 1, 1), 1.0),
+        init("B3", (24,), 0.5),
+        init("W4", (24, 1, 2, 2)),
+        init("B4", (1,), 0.5),
+    ]
+    return (work, *transformed(work, "heads", nodes, [("x", [1, 8, 16, 16])], "y", inits))
+
+
+def test_deploy_groups_the_head_and_spreads_the_sigmoid(head_sigmoid, vendor, capsys):
+    """model_deploy --codegen native: the deconvs and the bias Add in one
+    group, the sigmoid's Lut and Cast on the 1x1x64x64 map viewed as
+    1x64x... (spread.py) between two reshapes, bit for bit."""
+    from tpuc.tools import model_deploy
+
+    work, mlir, table = head_sigmoid
+    argv = ["--mlir", mlir, "--chip", "bm1684x", "--quantize", "INT8", "--calibration_table"]
+    argv += [table, "--test_input", str(work / "in.npz"), "--tolerance", "0.9,0.5"]
+    argv += ["--codegen", "native", "--model", str(work / "m.bmodel")]
+    assert model_deploy.run(argv) == 0
+    said = capsys.readouterr().out
+    assert "bmodel matches the TPU interpreter" in said  # an f32 output: compared again below
+    final = (work / "heads_bm1684x_int8_sym_final.mlir").read_text()
+    assert final.count('"tpu.Reshape"') == 2
+    assert "tensor<1x64x" in final.split('"tpu.Lut"')[-1].split("\n")[0]
+    group = final[final.index('"tpu.Group"') :]
+    assert group.count('"tpu.Deconv"') == 2 and '"tpu.Add"' in group
+    native = dict(np.load(work / "heads_bm1684x_int8_sym_model_outputs.npz"))
+    interp = dict(np.load(work / "heads_bm1684x_int8_sym_tpu_outputs.npz"))
+    for name, value in native.items():
+        assert np.array_equal(value, interp[name]), name
