@@ -52,13 +52,18 @@ def float_cast(op: Operation) -> bool:
 
 
 def is_dequantize(op: Operation) -> bool:
-    """INT8 (symmetric or not) -> f32."""
+    """INT8 (symmetric or not) -> f32, f16 or bf16 (an INT8 layer read by
+    one a quantize table or the automatic mix keeps in F16: ppocr_det's
+    hard-swish after its stem)."""
+    from tpuc.passes.native.context import dtype_name
+
     src, dst = op.operands[0], op.results[0]
-    return quant_of(src) is not None and is_float(dst) and dtype_code(dst) == DTYPE_F32
+    wanted = dtype_code(dst) == DTYPE_F32 or dtype_name(dst) in ("f16", "bf16")
+    return quant_of(src) is not None and is_float(dst) and wanted
 
 
 def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """No coefficients; refuses every cast but float -> INT8, INT8 -> f32
+    """No coefficients; refuses every cast but float -> INT8, INT8 -> float
     and float -> float."""
     src, dst = op.operands[0], op.results[0]
     if float_cast(op):
