@@ -1,4 +1,4 @@
-"""The local rule of an INT8 tpu.Deconv with its requant merged (ppocr_det's
+"""The local rule of tpu.Deconv: INT8 with its requant merged (ppocr_det's
 head: two 2x2 stride-2 transposed convolutions), after TPU-MLIR's
 `Deconv.cpp` and `RequantIntAxis.cpp` `codegen_local_bm1684x`, which
 TPU-MLIR runs as two ops of one group (a Deconv with an int32 result, then
@@ -14,6 +14,10 @@ a per-channel requant); here they are two calls of one op:
    {multiplier, −rshift, zero point} TPU-MLIR's lowering makes, one plane
    per lane EU-aligned as bm1684x keeps it) from there into the result.
 
+F16/BF16: one call, the result written directly (the global rule's
+filter in blocks of 32 input channels and its f32 bias), bit for bit with
+the interpreter's half deconvolution.
+
 The global rule (deconv.int8_deconv) moves that int32 tensor through DDR
 and requantizes it with a scalar call per channel; in a group it never
 leaves local memory. Symmetric only (the input zero point is the kernel's
@@ -27,10 +31,16 @@ from __future__ import annotations
 import numpy as np
 from xdsl.ir import Operation
 
-from tpuc.dialects import tpu
+from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.passes.native.cast import nchw
-from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_code, quant_of
+from tpuc.passes.native.context import (
+    NativeContext,
+    NotExpressible,
+    dtype_code,
+    dtype_name,
+    quant_of,
+)
 from tpuc.passes.native.local.ops import (
     EU_BYTES,
     Coeff,
@@ -62,9 +72,13 @@ def check(op: Operation) -> None:
 def _check(op: Operation) -> None:
     src, dst = op.operands[0], op.results[0]
     qin, qout = quant_of(src), quant_of(dst)
-    if qin is None or qout is None:
-        raise NotExpressible("a local deconv that is not INT8 (not written yet)")
-    if qin.zero_point or qout.zero_point:
+    if half(op):
+        bias = op.operands[2].owner
+        if not isinstance(bias, top.NoneOp | top.WeightOp):
+            raise NotExpressible("a local deconv bias that is not a weight")
+    elif qin is None or qout is None:
+        raise NotExpressible("a local deconv other than INT8, F16 or BF16")
+    elif qin.zero_point or qout.zero_point:
         raise NotExpressible("a local asymmetric INT8 deconv")
     if len(shape_of(src)) != 4 or len(op.value("kernel_shape") or ()) != 2:
         raise NotExpressible("a local deconv that is not 2-D")
@@ -81,6 +95,12 @@ def _check(op: Operation) -> None:
         raise NotExpressible("a local deconv with a stride above its kernel or pads past it")
     if op.value("do_relu") and (op.value("relu_limit") or -1.0) >= 0:
         raise NotExpressible("a local deconv with a relu limit")
+
+
+def half(op: Operation) -> bool:
+    """An F16/BF16 deconv (input, filter and result of one half type)."""
+    kinds = {dtype_name(op.operands[0]), dtype_name(op.operands[1]), dtype_name(op.results[0])}
+    return len(kinds) == 1 and kinds <= {"f16", "bf16"}
 
 
 def padded_start(op: Operation) -> int:
@@ -114,6 +134,8 @@ def deconv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
 
     check(op)
     oc = shape_of(op.results[0])[1]
+    if half(op):
+        return half_coeffs(op, ctx)
     table = _table(op)
     if np.any(np.abs(table[:, 0]) >= 1 << 31):
         raise NotExpressible("an INT8 deconv bias beyond int32")
@@ -129,9 +151,26 @@ def deconv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     ]
 
 
+def half_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """The global rule's filter (blocks of 32 input channels) and f32 bias."""
+    from tpuc.ir.weights import read_weight
+    from tpuc.passes.native.deconv import filter_layout
+
+    oc, name = shape_of(op.results[0])[1], op.names[0]
+    dtype = dtype_name(op.operands[0])
+    filt = filter_layout(op, 1, dtype).reshape(oc, -1)
+    coeffs = [lane_major(ctx, f"{name}_filter_ic32", filt, dtype)]
+    if isinstance(op.operands[2].owner, top.WeightOp):
+        bias = np.asarray(read_weight(op.operands[2].owner), np.float32).reshape(oc, 1)
+        coeffs.append(lane_major(ctx, f"{name}_bias_f32", bias, "f32"))
+    return coeffs
+
+
 def deconv_buffer(op: Operation, plan: GroupPlan) -> int:
-    """The int32 sums of the output slice (EU-aligned planes), and an EU row
-    of slack."""
+    """INT8: the int32 sums of the output slice (EU-aligned planes), and an
+    EU row of slack; a half deconv writes its result directly."""
+    if half(op):
+        return 0
     out = plan.tensors[op.results[0]]
     _, c, _, w = out.dims
     plane = max(s.h_slice for s in out.slices) * w
@@ -157,7 +196,9 @@ def deconv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int
     buffer = plan.local(op).buffer_addr
     p = DeconvLocal()
     p.input_local_addr = plan.tensors[src].addr_at(step)
-    p.weight_local_addr, p.bias_local_addr = (plan.tensors[(op, i)].addrs[0] for i in (0, 1))
+    p.weight_local_addr = plan.tensors[(op, 0)].addrs[0]
+    if (op, 1) in plan.tensors:
+        p.bias_local_addr = plan.tensors[(op, 1)].addrs[0]
     p.output_local_addr = buffer
     p.input_shape[:] = [ins.n_slice, ic, ins.h_slice, iw]
     p.groups, p.output_c = 1, oc
@@ -169,6 +210,9 @@ def deconv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int
     p.if_relu, p.upper_limit = bool(op.value("do_relu")), -1.0
     p.is_asym = p.kzp_is_const = p.pad_insert_is_const = True
     p.kzp_dtype = p.weight_dtype
+    name = op.names[0]
+    if half(op):
+        return [("plain_local", name, "backend_api_deconv_local", half_fields(op, plan, step, p))]
     r = RequantIntParam()
     r.input_addr, r.output_addr = buffer, plan.tensors[dst].addr_at(step)
     r.requant_addr = plan.tensors[(op, 2)].addrs[0]
@@ -176,11 +220,24 @@ def deconv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int
     r.is_perchannel = True
     r.input_dtype, r.output_dtype = DTYPE_I32, dtype_code(dst)
     r.mode, r.round_mode = MULTIPLIER_SHIFT, round_mode(op)
-    name = op.names[0]
     return [
         ("plain_local", name, "backend_api_deconv_local", p.to_bytes()),
         ("plain_local", name, "backend_api_requant_int_local", r.to_bytes()),
     ]
+
+
+def half_fields(op: Operation, plan: GroupPlan, step: int, p) -> bytes:
+    """The half form of the struct: the result written directly, the bias
+    f32 when there is one, no quantization fields."""
+    from tpuc.passes.native.context import DTYPE_F32
+
+    p.output_local_addr = plan.tensors[op.results[0]].addr_at(step)
+    p.has_bias = int((op, 1) in plan.tensors)
+    p.bias_dtype = DTYPE_F32
+    p.output_dtype = dtype_code(op.results[0])
+    p.is_asym = p.kzp_is_const = p.pad_insert_is_const = False
+    p.kzp_dtype = 0
+    return p.to_bytes()
 
 
 local_rule(tpu.DeconvOp, rule=LocalRule(deconv_backward, deconv_coeffs, deconv_buffer,
