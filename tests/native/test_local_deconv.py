@@ -87,7 +87,8 @@ def test_int8_deconv_head_in_h_slices(head, vendor, hsecs):
 @pytest.mark.parametrize("mode", ["F16", "BF16"])
 @pytest.mark.parametrize("hsecs", [1, 3])
 def test_half_deconvs_in_h_slices(head, vendor, mode, hsecs):
-    """F16/BF16: the conv and the first deconv in one group, the last deconv
+    """F16/BF16: the conv, the first deconv and its bias Add (a half weight)
+    in one group, the last deconv
     (with its f32 bias) in another, bit for bit with the interpreter."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import generate_native
@@ -99,7 +100,8 @@ def test_half_deconvs_in_h_slices(head, vendor, mode, hsecs):
     ops = group_ops(module)
     deconvs = [op for op in ops if op.name == "tpu.Deconv"]
     ctx = NativeContext(module)
-    plans = [plan_chain(ops[:2], ctx, hsecs=hsecs), plan_chain(deconvs[-1:], ctx, hsecs=hsecs)]
+    assert ops[2].name == "tpu.Add"
+    plans = [plan_chain(ops[:3], ctx, hsecs=hsecs), plan_chain(deconvs[-1:], ctx, hsecs=hsecs)]
     path = work / f"{mode}_half_{hsecs}.bmodel"
     path.write_bytes(generate_native(module, vendor, profile=False, groups=plans).bmodel)
     check(run_native(path, inputs, vendor), expected, "INT8")  # bit for bit

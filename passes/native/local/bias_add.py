@@ -1,4 +1,4 @@
-"""A local INT8 Add of an activation and a per-channel weight [1, C, 1, 1]
+"""A local Add (INT8, F16, BF16) of an activation and a per-channel weight [1, C, 1, 1]
 (ppocr_det's head: the ConvTranspose's bias, an ONNX Add after it): the
 weight is a coefficient loaded once and held, one EU-aligned plane per
 lane as TPU-MLIR keeps an Add's weight operand (`is_eu_align`), and the
@@ -34,8 +34,9 @@ def check(op: Operation) -> None:
         raise NotExpressible("a local Add with its activation broadcast")
     if tuple(nchw(weight)) != (1, oc, 1, 1):
         raise NotExpressible("a local Add with a weight other than one value per channel")
-    if {dtype_name(weight), dtype_name(op.operands[0])} - {"i8", "u8"}:
-        raise NotExpressible("a local float Add with a weight (not written yet)")
+    kinds = {dtype_name(weight), dtype_name(op.operands[0]), dtype_name(out)}
+    if kinds - {"i8", "u8"} and (len(kinds) != 1 or kinds - {"f16", "bf16"}):
+        raise NotExpressible("a local Add with a weight of another type")
 
 
 def coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
