@@ -3,7 +3,8 @@ deconv.py: the vendor's deconv_local into an int32 buffer, then its
 per-channel requant_int_local): ppocr_det's head in small, conv 3x3 + relu,
 ConvTranspose 2x2/2 (16->24) without bias, + a per-channel constant (the
 bias as paddle2onnx writes it: a local Add with its weight held,
-bias_add.py), depthwise 1x1 + relu, ConvTranspose 2x2/2 (24->1), planned
+bias_add.py), a batch norm + relu (INT8: a depthwise 1x1 convolution; F16/BF16:
+a Scale, local/scale.py), ConvTranspose 2x2/2 (24->1), planned
 as one group cut into H slices (odd slice boundaries too, where an output
 slice starts inside an input row's pair of rows), run in the vendor
 runtime bit for bit against tpuc's TPU interpreter and against tpuc's
@@ -32,7 +33,7 @@ def head(tmp_path_factory):
         node("Relu", ["c1"], ["r1"]),
         node("ConvTranspose", ["r1", "W2"], ["d1"], kernel_shape=[2, 2], strides=[2, 2]),
         node("Add", ["d1", "C2"], ["a1"]),
-        node("Conv", ["a1", "W3", "B3"], ["c3"], kernel_shape=[1, 1], group=24),
+        node("BatchNormalization", ["a1", "G3", "B3", "M3", "V3"], ["c3"]),
         node("Relu", ["c3"], ["r3"]),
         node("ConvTranspose", ["r3", "W4", "B4"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
     ]
@@ -41,8 +42,10 @@ def head(tmp_path_factory):
         init("B1", (16,), 1.0),
         init("W2", (16, 24, 2, 2)),
         init("C2", (1, 24, 1, 1), 0.5),
-        init("W3", (24, 1, 1, 1), 1.0),
+        init("G3", (24,), 1.0),
         init("B3", (24,), 0.5),
+        init("M3", (24,), 0.2),
+        numpy_helper.from_array(np.abs(rng.standard_normal(24)).astype("f4") + 0.5, "V3"),
         init("W4", (24, 1, 2, 2)),
         init("B4", (1,), 0.5),
     ]
@@ -55,7 +58,7 @@ def group_ops(module):
     return [
         op
         for op in next(iter(module.ops)).body.block.ops
-        if isinstance(op, (tpu.Conv2DOp, tpu.DeconvOp, tpu.AddOp))
+        if isinstance(op, (tpu.Conv2DOp, tpu.DeconvOp, tpu.AddOp, tpu.ScaleOp))
     ]
 
 
@@ -87,9 +90,9 @@ def test_int8_deconv_head_in_h_slices(head, vendor, hsecs):
 @pytest.mark.parametrize("mode", ["F16", "BF16"])
 @pytest.mark.parametrize("hsecs", [1, 3])
 def test_half_deconvs_in_h_slices(head, vendor, mode, hsecs):
-    """F16/BF16: the conv, the first deconv and its bias Add (a half weight)
-    in one group, the last deconv
-    (with its f32 bias) in another, bit for bit with the interpreter."""
+    """F16/BF16: the whole head in one group (the batch norm + relu a float
+    Scale, the bias Add of a half weight, the last deconv with its f32
+    bias), bit for bit with the interpreter."""
     from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.emit import generate_native
     from tpuc.passes.native.local.chain import plan_chain
@@ -98,10 +101,10 @@ def test_half_deconvs_in_h_slices(head, vendor, mode, hsecs):
     work, mlir, table = head
     module, expected, inputs, _ = lowered(work, mlir, table, mode)
     ops = group_ops(module)
-    deconvs = [op for op in ops if op.name == "tpu.Deconv"]
-    ctx = NativeContext(module)
-    assert ops[2].name == "tpu.Add"
-    plans = [plan_chain(ops[:3], ctx, hsecs=hsecs), plan_chain(deconvs[-1:], ctx, hsecs=hsecs)]
+    assert [op.name for op in ops] == [
+        "tpu.Conv2D", "tpu.Deconv", "tpu.Add", "tpu.Scale", "tpu.Deconv"
+    ]  # fmt: skip
+    plans = [plan_chain(ops, NativeContext(module), hsecs=hsecs)]
     path = work / f"{mode}_half_{hsecs}.bmodel"
     path.write_bytes(generate_native(module, vendor, profile=False, groups=plans).bmodel)
     check(run_native(path, inputs, vendor), expected, "INT8")  # bit for bit
