@@ -27,6 +27,7 @@ from tpuc.passes.native.context import (
 )
 from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
+from tpuc.passes.native.transpose_mm import identity_transpose, transposable
 from tpuc.target.vendor.params import declare
 
 declare("transpose_spec_t", "u64 buffer_global_addr; u32 order[8]; u32 is_dynamic")
@@ -94,6 +95,8 @@ def permute(op: Operation, ctx: NativeContext) -> list[NativeCall]:
                 raise
     if fixed_order == sorted(fixed_order):
         return copy(op.operands[0], op.results[0], ctx)
+    if transposable(op, fixed, fixed_order):  # a small 8-bit matrix: the matmul unit's transpose
+        return identity_transpose(op, ctx, fixed[2], fixed[3])
     return [transpose_call(ctx, op.operands[0], op.results[0], fixed, fixed_order)]
 
 

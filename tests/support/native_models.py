@@ -177,9 +177,11 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
 
 def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
                           opset: int = 14, asymmetric: bool = False, all_global: bool = False,
-                          tweak: Callable | None = None) -> tuple[Run, int]:  # fmt: skip
+                          tweak: Callable | None = None, qtable: Path | None = None,
+                          ) -> tuple[Run, int]:  # fmt: skip
     """native_vs_interp's Run and the vendor library's cycles for the whole
-    native net (`all_global`: every op a global layer, no layer groups)."""
+    native net (`all_global`: every op a global layer, no layer groups;
+    `qtable`: a quantize table for lowering)."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -194,7 +196,7 @@ def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, ini
     attach_weights(module, store)
     run_passes(module, transform_passes())
     table = cali_table(tmp, module, store, feeds) if mode == "INT8" else None
-    lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
+    lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table, qtable=qtable)
     if tweak is not None:
         tweak(module)
     kinds = {op.name for op in next(iter(module.ops)).body.block.ops}

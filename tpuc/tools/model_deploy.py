@@ -35,7 +35,6 @@ nothing behind.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,12 +42,12 @@ from typing import TYPE_CHECKING
 from tpuc.base.errors import TpucError, run_cli
 from tpuc.target.chips import CHIPS, MODES
 from tpuc.tools.cli import existing_file, make_parser, parse_list
+from tpuc.tools.deploy_progress import PROG, Stages, say
 
 if TYPE_CHECKING:  # imported lazily at run time: --help must stay fast
     from tpuc.base.compare import Tolerance
     from tpuc.workflow.deploy import Verification
 
-PROG = "model_deploy.py"
 EPILOG = (
     "Outputs, next to --model: <name>_<chip>_<mode>[_sym|_asym]_tpu.mlir (_sym/_asym for INT8) "
     "and its _tpu_weight.npz, <prefix>_final.mlir and _final_weight.npz, "
@@ -300,35 +299,6 @@ def _check_target(args, qtable: Path | None) -> None:
     check_target(args.chip, args.quantize, bool(args.asymmetric), has_table, modes)
 
 
-def say(message: str) -> None:
-    """One progress line, flushed so it shows before a long step runs."""
-    print(f"[{PROG}] {message}", flush=True)
-
-
-class Stages:
-    """Wall time of each step, printed at the end."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._start = time.perf_counter()
-        self._last = self._start
-
-    def done(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.timings[stage] = self.timings.get(stage, 0.0) + now - self._last
-        self._last = now
-
-    def add(self, timings: dict[str, float]) -> None:
-        """Stages timed elsewhere, up to now."""
-        for stage, seconds in timings.items():
-            self.timings[stage] = self.timings.get(stage, 0.0) + seconds
-        self._last = time.perf_counter()
-
-    def line(self) -> str:
-        parts = ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items())
-        return f"{time.perf_counter() - self._start:.2f} s: {parts}"
-
-
 @dataclass
 class Loaded:
     """The TOP module with its weights, and the test data (read before any
@@ -387,13 +357,24 @@ def module_name(module) -> str:
     return str(name)
 
 
+@dataclass
+class Lowered:
+    """What lowering leaves for codegen: the request as lowered (its qtable
+    the automatic one, if any), the TPU module's output names before
+    strip-io-quant renames them, the edge-cast plan and the TPU
+    interpreter's check (with --test_input)."""
+
+    req: Request
+    tpu_outputs: list[str]
+    io_plan: object
+    check: Verification | None
+
+
 def deploy(req: Request) -> int:
     from tpuc.base.files import OutputSet
-    from tpuc.ir.core import output_names
-    from tpuc.ir.module_io import save_module
     from tpuc.tools import deploy_quant_io as quant_io
-    from tpuc.workflow.deploy import deploy_prefix, lower
-    from tpuc.workflow.pipeline import pipeline_text
+    from tpuc.tools.deploy_codegen import compile_target
+    from tpuc.workflow.deploy import deploy_prefix
 
     stages = Stages()
     say(f"loading {req.mlir}")
@@ -401,175 +382,114 @@ def deploy(req: Request) -> int:
     if req.quant_io is not None:
         quant_io.check_lists(data.module, req.quant_io)
     stages.done("load")
-    name = module_name(data.module)
-    prefix = deploy_prefix(name, req.chip, req.mode, req.asymmetric)
+    prefix = deploy_prefix(module_name(data.module), req.chip, req.mode, req.asymmetric)
 
     def path(suffix: str) -> Path:
         return req.folder / f"{prefix}{suffix}"
 
     written: list[Path] = []
-    check = bmodel_check = None
     with OutputSet(protected=tuple(req.inputs())) as out:
-        # TOP as it was: the reference, or the layer search's intermediates
-        top = data.module.clone() if data.inputs is not None else None
-        mixed = auto_mix(out, req, data.module, path("_auto_qtable"))
-        if mixed.qtable != req.qtable:
-            written.append(path("_auto_qtable"))
-        req = mixed  # its qtable: the automatic one, staged until the outputs are committed
-        lower(
-            data.module,
-            req.chip,
-            req.mode,
-            req.asymmetric,
-            req.cali_table,
-            req.qtable,
-            source=str(req.mlir),
-            before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
-            float_epilogue=req.codegen != "native",  # the native target lowers as TPU-MLIR
-        )
-        stages.done("lower")
-        tpu_outputs = output_names(data.module)  # before strip-io-quant renames them
-        io_plan = None
-        if req.quant_io is not None:
-            io_plan = quant_io.make_plan(data.module, req.quant_io, req.mode, say)
-        if req.debug and req.cali_table is not None:
-            written.append(_save_calibrated(out, req, path("_top_calibrated.mlir")))
-        tpu_mlir, weights = path("_tpu.mlir"), path("_tpu_weight.npz")
-        save_module(out, data.module, tpu_mlir, data.store, weights)
-        written += [tpu_mlir, weights]
-        stages.done("save")
-        if data.inputs is not None:
-            outputs = path("_tpu_outputs.npz")
-            check = validate(req, data, top, outputs, quant_io.keep_names(io_plan))
-            stages.add(check.timings)
-            out.save_npz(outputs, check.values)
-            written.append(outputs)
-            stages.done("save outputs")
-        quant_io.strip(data.module, io_plan)
-        if req.codegen == "native":
-            compiled = native(req, data, out, path, written)
-        else:
-            compiled = codegen(req, data, out, path, written)
-            say(f"layer groups: {group_summary(compiled.module)}")
-            say(f"estimated latency: {estimate_latency(req, compiled.bmodel)}")
+        lowered = lower_and_check(out, req, data, path, written, stages)
+        quant_io.strip(data.module, lowered.io_plan)
+        compiled = compile_target(lowered.req, data, out, path, written)
         stages.done("codegen")
-        if check is not None and not req.skip_validation:
-            expected = quant_io.expected_values(check.values, check.stored, io_plan)
-            fixed = quant_io.any_quantized_output(io_plan)
-            bmodel_check = run_bmodel(
-                req, compiled.bmodel, data.inputs, expected, compiled.module, fixed
-            )
-            saved = quant_io.real_outputs(bmodel_check.outputs, io_plan)
-            out.save_npz(path("_model_outputs.npz"), saved)
-            written.append(path("_model_outputs.npz"))
+        bmodel_check = check_bmodel_run(out, lowered, data, compiled, path, written)
+        if bmodel_check is not None:
             stages.done("bmodel check")
     say(f"saved {', '.join(str(p) for p in written)}")
-    if check is not None:
-        report(req, check, tpu_outputs)
-        if not check.passed:
-            raise TpucError(check.failure(req.mode))
-        say(f"TPU module matches the reference (--tolerance {req.tolerance})")
-    if bmodel_check is not None:
-        if not bmodel_check.passed:
-            raise TpucError(
-                f"the bmodel differs from the TPU interpreter: {'; '.join(bmodel_check.mismatches)}"
-            )
-        names = len(bmodel_check.outputs)
-        if req.codegen == "native":
-            from tpuc.tools.deploy_native import check_kind
-
-            _, how = check_kind(req.mode, req.qtable is not None, compiled.module)
-            say(f"bmodel matches the TPU interpreter ({how}, {names} output(s))")
-        else:
-            say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
+    conclude(lowered, bmodel_check, compiled)
     say(f"done ({stages.line()})")
     return 0
 
 
-def codegen(req: Request, data: Loaded, out, path, written: list[Path]):
-    """weight-reorder, subnet-divide, address-assign -> `_final.mlir`, then
-    the bmodel (--model) and `_tensor_location.json`."""
+def lower_and_check(out, req: Request, data: Loaded, path, written: list[Path], stages) -> Lowered:
+    """Automatic mixed precision, lowering to `_tpu.mlir`, and (with
+    --test_input) the TPU interpreter against the reference."""
+    from tpuc.ir.core import output_names
     from tpuc.ir.module_io import save_module
-    from tpuc.passes.codegen import locations_text
-    from tpuc.workflow.pipeline import compile_bmodel
+    from tpuc.tools import deploy_quant_io as quant_io
+    from tpuc.workflow.deploy import lower
+    from tpuc.workflow.pipeline import pipeline_text
 
-    group = "layer-group disabled" if req.disable_layer_group else f"layer-group opt={req.opt}"
-    say(f"weight-reorder, subnet-divide, {group}, address-assign, codegen")
-    compiled = compile_bmodel(data.module, data.store, req.chip, req.opt, req.disable_layer_group)
-    final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
-    save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
-    locations = path("_tensor_location.json")
-    out.write_text(locations, locations_text(req.model.name, compiled.locations))
-    out.write_bytes(req.model, compiled.bmodel)
-    written += [final_mlir, final_weights, locations, req.model]
-    return compiled
-
-
-def native(req: Request, data: Loaded, out, path, written: list[Path]):
-    """The native target: `_final.mlir`, the chip bmodel (--model) and the
-    vendor library's profile `<prefix>_compiler_profile.txt`."""
-    from tpuc.ir.module_io import save_module
-    from tpuc.tools.deploy_native import TARGETS, latency_line, native_codegen
-
-    group = (
-        "layer-group disabled"
-        if req.disable_layer_group
-        else f"layer-group opt={req.opt} (priced by the vendor library)"
+    # TOP as it was: the reference, or the layer search's intermediates
+    top = data.module.clone() if data.inputs is not None else None
+    mixed = auto_mix(out, req, data.module, path("_auto_qtable"))
+    if mixed.qtable != req.qtable:
+        written.append(path("_auto_qtable"))
+    req = mixed  # its qtable: the automatic one, staged until the outputs are committed
+    lower(
+        data.module,
+        req.chip,
+        req.mode,
+        req.asymmetric,
+        req.cali_table,
+        req.qtable,
+        source=str(req.mlir),
+        before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
+        float_epilogue=req.codegen != "native",  # the native target lowers as TPU-MLIR
     )
-    say(f"weight-reorder, subnet-divide, {group}, address-assign, native codegen (vendor library)")
-    compiled = native_codegen(
-        data.module, data.store, req.chip, req.vendor, req.opt, req.disable_layer_group
-    )
-    final_mlir, final_weights = path("_final.mlir"), path("_final_weight.npz")
-    save_module(out, compiled.module, final_mlir, compiled.store, final_weights)
-    out.write_text(path("_compiler_profile.txt"), compiled.profile)
-    out.write_bytes(req.model, compiled.bmodel)
-    written += [final_mlir, final_weights, path("_compiler_profile.txt"), req.model]
-    say(f"wrote {req.model}: {TARGETS['native']}")
-    say(f"layer groups: {group_summary(compiled.module)}")
-    say(f"estimated latency: {latency_line(compiled.cycles)}")
-    return compiled
+    stages.done("lower")
+    lowered = Lowered(req, output_names(data.module), None, None)
+    if req.quant_io is not None:
+        lowered.io_plan = quant_io.make_plan(data.module, req.quant_io, req.mode, say)
+    if req.debug and req.cali_table is not None:
+        written.append(_save_calibrated(out, req, path("_top_calibrated.mlir")))
+    tpu_mlir, weights = path("_tpu.mlir"), path("_tpu_weight.npz")
+    save_module(out, data.module, tpu_mlir, data.store, weights)
+    written += [tpu_mlir, weights]
+    stages.done("save")
+    if data.inputs is None:
+        return lowered
+    outputs = path("_tpu_outputs.npz")
+    lowered.check = validate(req, data, top, outputs, quant_io.keep_names(lowered.io_plan))
+    stages.add(lowered.check.timings)
+    out.save_npz(outputs, lowered.check.values)
+    written.append(outputs)
+    stages.done("save outputs")
+    return lowered
 
 
-def group_summary(module) -> str:
-    """'3 (ops 5, 12, 2; slices n x h x w 1x1x1, 1x4x1, 1x1x1)' or 'none'."""
-    from tpuc.passes.layer_group.attach import module_groups
+def check_bmodel_run(out, lowered: Lowered, data: Loaded, compiled, path, written: list[Path]):
+    """The bmodel's outputs against the TPU interpreter's, saved as
+    `_model_outputs.npz`; None without --test_input or with
+    --skip_validation."""
+    from tpuc.tools import deploy_quant_io as quant_io
+    from tpuc.tools.deploy_codegen import run_bmodel
 
-    groups = module_groups(module)
-    if not groups:
-        return "none (every op a global layer)"
-    ops = ", ".join(str(len(g.layers())) for g in groups)
-    secs = ", ".join("x".join(map(str, g.secs)) for g in groups)
-    return f"{len(groups)} (ops {ops}; slices n x h x w {secs})"
-
-
-def estimate_latency(req: Request, bmodel: bytes) -> str:
-    """The bmodel's run time on its chip from the cycle model (no run needed)."""
-    from tpuc.target.bmodel import read_bmodel
-    from tpuc.target.runtime.profile import estimate
-
-    return estimate(read_bmodel(bmodel, str(req.model)), str(req.model)).summary()
+    check, io_plan, req = lowered.check, lowered.io_plan, lowered.req
+    if check is None or req.skip_validation:
+        return None
+    expected = quant_io.expected_values(check.values, check.stored, io_plan)
+    fixed = quant_io.any_quantized_output(io_plan)
+    result = run_bmodel(req, compiled.bmodel, data.inputs, expected, compiled.module, fixed)
+    out.save_npz(path("_model_outputs.npz"), quant_io.real_outputs(result.outputs, io_plan))
+    written.append(path("_model_outputs.npz"))
+    return result
 
 
-def run_bmodel(req: Request, bmodel: bytes, inputs, expected, module=None, fixed: bool = False):
-    """The bmodel in the device simulator (or, native, the vendor runtime),
-    against the TPU interpreter (`fixed`: quantized outputs as their stored
-    integers, --quant_output)."""
-    from tpuc.target.runtime.check import BmodelCheck, check_bmodel
+def conclude(lowered: Lowered, bmodel_check, compiled) -> None:
+    """The checks' verdicts, once every file is written: a failure is an
+    error naming what differs."""
+    req, check = lowered.req, lowered.check
+    if check is not None:
+        report(req, check, lowered.tpu_outputs)
+        if not check.passed:
+            raise TpucError(check.failure(req.mode))
+        say(f"TPU module matches the reference (--tolerance {req.tolerance})")
+    if bmodel_check is None:
+        return
+    if not bmodel_check.passed:
+        raise TpucError(
+            f"the bmodel differs from the TPU interpreter: {'; '.join(bmodel_check.mismatches)}"
+        )
+    names = len(bmodel_check.outputs)
+    if req.codegen != "native":
+        say(f"bmodel matches the TPU interpreter bit for bit ({names} output(s))")
+        return
+    from tpuc.tools.deploy_native import check_kind
 
-    if req.codegen == "native":
-        from tpuc.tools.deploy_native import check_kind, native_differences, run_native_check
-
-        say(f"running {req.model} in the vendor runtime; comparing with the TPU interpreter")
-        start = time.perf_counter()
-        outputs = run_native_check(bmodel, inputs, req.vendor, fixed)
-        threshold, how = check_kind(req.mode, req.qtable is not None, module)
-        say(f"comparing {how}")
-        found = native_differences(outputs, expected, threshold)
-        return BmodelCheck(outputs, found, time.perf_counter() - start)
-
-    say(f"running {req.model} in the device simulator; comparing with the TPU interpreter")
-    return check_bmodel(bmodel, str(req.model), inputs, expected, fixed)
+    _, how = check_kind(req.mode, req.qtable is not None, compiled.module)
+    say(f"bmodel matches the TPU interpreter ({how}, {names} output(s))")
 
 
 def validate(

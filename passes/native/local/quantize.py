@@ -15,7 +15,10 @@ global rule's fields: scale 1/S, offset Z, the op's round mode) on the
 slice's local addresses; its scratch is a buffer of the input slice's size
 (TPU-MLIR reuses the input's own buffer when nothing else reads it).
 Dequantize: `backend_api_dequant_float_local` with `dequant_fp_param_t`
-(scale S, offset Z, as the global rule), no scratch.
+(scale S, offset Z, as the global rule), no scratch, to f32 or to f16/bf16
+(an INT8 layer read by layers auto-mix keeps in a half type, ppocr_rec's
+p2o.Mul.107_f16: the cast joins the half group instead of a global pass
+that writes the half tensor for the group to load again).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from xdsl.ir import Operation
 from tpuc.dialects import tpu
 from tpuc.passes.native.cast import CastLocal, DequantFp, RequantFp, nchw, quantize_scale
 from tpuc.passes.native.context import (
-    DTYPE_F32,
     NativeContext,
     NotExpressible,
     dtype_code,
@@ -52,18 +54,14 @@ def float_cast(op: Operation) -> bool:
 
 
 def is_dequantize(op: Operation) -> bool:
-    """INT8 (symmetric or not) -> f32, f16 or bf16 (an INT8 layer read by
-    one a quantize table or the automatic mix keeps in F16: ppocr_det's
-    hard-swish after its stem)."""
-    from tpuc.passes.native.context import dtype_name
-
+    """INT8 (symmetric or not) -> f32, f16 or bf16 (the global rule's
+    dequant_float with that output type)."""
     src, dst = op.operands[0], op.results[0]
-    wanted = dtype_code(dst) == DTYPE_F32 or dtype_name(dst) in ("f16", "bf16")
-    return quant_of(src) is not None and is_float(dst) and wanted
+    return quant_of(src) is not None and quant_of(dst) is None and is_float(dst)
 
 
 def quantize_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """No coefficients; refuses every cast but float -> INT8, INT8 -> float
+    """No coefficients; refuses every cast but float -> INT8, INT8 -> f32
     and float -> float."""
     src, dst = op.operands[0], op.results[0]
     if float_cast(op):
