@@ -24,8 +24,11 @@ from tpuc.dialects.base import shape_of
 from tpuc.ir.core import element_of, main_function
 from tpuc.passes.native.local.plan import NPU_NUM
 
-NARROW = 8
-"""Channels at most: a tensor on this few lanes is spread."""
+NARROW = 4
+"""Channels at most: a tensor on this few lanes (1/16 of the chip or less)
+is spread. The reshapes cut a layer group, so a chain between two ops a
+group could hold costs a store and a load: ppocr_cls's 8-channel
+hard-swish between two convolutions is left alone."""
 MIN_ROWS = 4
 """Per-lane rows of the view at least (rows to cut into H slices); its width
 the widest divisor of the plane up to the tensor's own."""
