@@ -21,11 +21,13 @@ from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
 from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     concat,
     const,
+    deconv,
     half_depthwise,
     lut,
     mul,
     pool_wide,
     quantize,
+    scale,
     wide,
 )
 from tpuc.passes.native.local.costs import Guesses

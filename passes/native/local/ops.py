@@ -509,7 +509,11 @@ def add_check(op: Operation) -> None:
         raise NotExpressible("a local Add other than of two float or two INT8 tensors")
     if not floats:
         int8_add_factors(op)
-    if any(shape_of(v) != shape_of(op.results[0]) for v in op.operands):
+    from tpuc.passes.native.local import bias_add
+
+    if bias_add.applies(op):
+        bias_add.check(op)
+    elif any(shape_of(v) != shape_of(op.results[0]) for v in op.operands):
         raise NotExpressible("a local Add with broadcast (not written yet)")
     coeff = op.value("coeff")
     if coeff and any(float(k) != 1.0 for k in coeff):
@@ -517,8 +521,11 @@ def add_check(op: Operation) -> None:
 
 
 def add_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
+    """None, or a per-channel weight operand's (bias_add.py)."""
+    from tpuc.passes.native.local import bias_add
+
     add_check(op)
-    return []
+    return bias_add.coeffs(op, ctx) if bias_add.applies(op) else []
 
 
 def int8_add_factors(op: Operation) -> tuple[list[int], list[int]]:
@@ -560,7 +567,12 @@ def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -
         common.relu_upper_limit = -1.0
     param.spec.buffer_addr = plan.local(op).buffer_addr
     info = sec_info(op, plan, step)
-    inputs = [value_spec(plan, v, step) for v in op.operands]
+    from tpuc.passes.native.local import bias_add
+
+    if bias_add.applies(op):
+        inputs = [value_spec(plan, op.operands[0], step), bias_add.weight_spec(op, plan)]
+    else:
+        inputs = [value_spec(plan, v, step) for v in op.operands]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_bcbinary_local", param, info, inputs, outputs)]
 
