@@ -26,6 +26,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     mul,
     pool_wide,
     quantize,
+    scale,
     wide,
 )
 from tpuc.passes.native.local.costs import Guesses
