@@ -1,14 +1,20 @@
-"""The local rule of a float tpu.Scale (y = x·s + b per channel: ppocr_det's
-F16 batch norm after its first ConvTranspose), after TPU-MLIR's Scale.cpp
-`codegen_local_bm1684x`: `backend_api_scale_local` with
-`scale_local_spec_t` {if_relu, relu_upper_limit, is_scale_coeff,
-is_bias_coeff, input_num 3, scale_shape [1, C, 1, 1]}, the slice in
-`local_sec_info_t`; the scale and the bias (rounded to the input's type,
-as the global rule stores it) held in local memory, compact (TPU-MLIR
-keeps a Scale's weights unaligned). INT8 Scale is a convolution in tpuc.
+"""The local rule of a float tpu.Scale (x·scale[c] + bias[c], a folded
+BatchNorm), after TPU-MLIR's Scale.cpp `codegen_local_bm1684x`: one
+`backend_api_scale_local` on the slice, scale and bias loaded whole as
+[1, C, 1, 1] coefficients in the input's type (the global rule's values:
+the f32 bias rounded to it, norm.scale), `scale_shape` [1, C, 1, 1].
+
+Without it every float Scale is global and cuts the groups around it:
+densenet121 in F16 has one before each of its 58 dense layers and
+transitions (63 groups of 2–3 ops), and ppocr_det's F16 batch norm
+between its two ConvTransposes cut its head. Scratch as getBufferSize_bm1684x:
+the output slice for F16/BF16. INT8 Scale is a depthwise convolution
+(int8_conv), never this op.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from xdsl.ir import Operation
@@ -24,7 +30,6 @@ from tpuc.passes.native.local.ops import (
     lane_major,
     local_command,
     local_rule,
-    no_buffer,
     sec_info,
     value_spec,
 )
@@ -37,49 +42,58 @@ ScaleLocal = declare(
     "i32 merge_weight_bias; i32 scale_shape[4]; u32 buffer_local_addr; i32 is_shift_coeff; "
     "i32 round_mode; i32 version; i32 bias_dtype",
 )
+HALF = ("f16", "bf16")
+
+
+def _vector(value, channels: int, dtype: str) -> np.ndarray:
+    """A per-channel weight as [C, 1] in `dtype`'s storage (zeros for None)."""
+    from tpuc.passes.native.conv import as_f32, to_float_storage
+
+    if isinstance(value.owner, top.NoneOp):
+        values = np.zeros(channels, np.float32)
+    elif isinstance(value.owner, top.WeightOp):
+        values = as_f32(value, dtype_name(value)).reshape(channels)
+    else:
+        raise NotExpressible("a local Scale whose scale or bias is not a weight")
+    return to_float_storage(values, dtype).reshape(channels, 1)
 
 
 def scale_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """The scale [1, C, 1, 1] and the bias (zeros when none) in the input's type."""
-    from tpuc.ir.weights import read_weight
-    from tpuc.passes.native.conv import to_float_storage
-
+    """Scale and bias as [1, C, 1, 1] in the input's type; refuses what the
+    global rule runs otherwise (quantized, f32, other ranks)."""
     src, weight, bias = op.operands
     dtype = dtype_name(src)
-    if not is_float(src) or dtype not in ("f16", "bf16", "f32") or dtype_name(weight) != dtype:
-        raise NotExpressible("a local Scale other than of one float type")
+    if not (is_float(src) and dtype in HALF and dtype_name(op.results[0]) == dtype):
+        raise NotExpressible(f"a local Scale in {dtype} (F16/BF16 only)")
     shape = shape_of(src)
-    if len(shape) != 4 or not isinstance(weight.owner, top.WeightOp):
-        raise NotExpressible("a local Scale that is not 4-D with a weight scale")
-    channels = shape[1]
-    values = np.zeros(channels, np.float32)
-    if not isinstance(bias.owner, top.NoneOp):
-        if not isinstance(bias.owner, top.WeightOp):
-            raise NotExpressible("a local Scale whose bias is not a weight")
-        values = np.asarray(read_weight(bias.owner), np.float32).reshape(channels)
-    stored = values if dtype == "f32" else to_float_storage(values, dtype)
-    scale = np.asarray(read_weight(weight.owner)).reshape(channels, 1)
-    name = op.names[0]
+    if len(shape) != 4 or math.prod(shape_of(weight)) != shape[1]:
+        raise NotExpressible("a local Scale other than per channel of a 4-D tensor")
+    channels, name = shape[1], op.names[0]
     return [
-        lane_major(ctx, f"{name}_scale_{dtype}", scale, dtype),
-        lane_major(ctx, f"{name}_bias_{dtype}", np.asarray(stored).reshape(channels, 1), dtype),
+        lane_major(ctx, f"{name}_scale_{dtype}", _vector(weight, channels, dtype), dtype),
+        lane_major(ctx, f"{name}_bias_{dtype}", _vector(bias, channels, dtype), dtype),
     ]
 
 
-def scale_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list:
-    coeffs = scale_coeffs(op, ctx)
-    p = ScaleLocal()
-    p.if_relu = bool(op.value("do_relu"))
+def scale_buffer(op: Operation, plan: GroupPlan) -> int:
+    return plan.tensors[op.results[0]].lane_bytes()
+
+
+def scale_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    param = ScaleLocal()
+    param.if_relu = int(bool(op.value("do_relu")))
     limit = op.value("relu_limit")
-    p.relu_upper_limit = -1.0 if limit is None else float(limit)
-    p.is_scale_coeff = p.is_bias_coeff = 1
-    p.input_num = 3
-    p.scale_shape[:] = [1, shape_of(op.operands[0])[1], 1, 1]
+    param.relu_upper_limit = -1.0 if limit is None else float(limit)
+    param.is_scale_coeff = param.is_bias_coeff = 1
+    param.input_num = 3
+    for i, d in enumerate((1, shape_of(op.operands[0])[1], 1, 1)):
+        param.scale_shape[i] = d
+    param.buffer_local_addr = plan.local(op).buffer_addr
     inputs = [value_spec(plan, op.operands[0], step)]
-    inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
+    inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(scale_coeffs(op, ctx))]
     outputs = [value_spec(plan, op.results[0], step)]
     info = sec_info(op, plan, step)
-    return [local_command(op, "backend_api_scale_local", p, info, inputs, outputs)]
+    return [local_command(op, "backend_api_scale_local", param, info, inputs, outputs)]
 
 
-local_rule(tpu.ScaleOp, rule=LocalRule(identity, scale_coeffs, no_buffer, scale_command))
+local_rule(tpu.ScaleOp, rule=LocalRule(identity, scale_coeffs, scale_buffer, scale_command))
