@@ -68,8 +68,11 @@ def _moves_follow(
     in one float mode takes theirs: it changes no value, so in INT8 between
     float layers it would only round the tensor to its INT8 grid, losing at
     the boundary what neither neighbour loses (and an INT8 conv before it
-    could not hand its accumulator to the float reader directly)."""
+    could not hand its accumulator to the float reader directly). A move
+    that followed a float producer but whose readers all run INT8 goes back
+    to INT8 (`_int8_readers`)."""
     free = [op for op in ops if isinstance(op, top.VALUE_MOVES) and op.names[0] not in qtable]
+    own = {op: (modes[op], rules[op]) for op in free}
     for op in free:  # graph order: a chain of moves follows its first producer
         producer = op.operands[0].owner if op.operands else None
         _follow(op, modes.get(producer), modes, rules, chip)
@@ -77,6 +80,17 @@ def _moves_follow(
         readers = {modes.get(use.operation) for r in op.results for use in r.uses}
         if modes[op] == "INT8" and len(readers) == 1:
             _follow(op, readers.pop(), modes, rules, chip)
+        elif readers == {"INT8"} and own[op][0] == "INT8":
+            _int8_readers(op, own[op][1], modes, rules)
+
+
+def _int8_readers(op: TensorOp, rule: Rule, modes: dict, rules: dict) -> None:
+    """Run a move between a float producer and INT8 readers in INT8: the
+    cast to int8 then comes before it, and it moves a quarter of the bytes
+    (ppocr_rec's transpose_50 after its f32 LayerNorm, [40, 120] -> [120, 40],
+    as TPU-MLIR does; a move keeps its input's type, and calibration gives a
+    move the range of its input, so the same integers reach the readers)."""
+    modes[op], rules[op] = "INT8", rule
 
 
 def _follow(op: TensorOp, mode: str | None, modes: dict, rules: dict, chip: Chip) -> None:

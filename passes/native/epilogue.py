@@ -10,7 +10,8 @@ define, all in the result's own buffer (int32 and f32 are both 4 bytes):
    else rounded half to even);
 3. `backend_api_bcbinary_global` MUL by the per-channel f32 scale
    f32(M·2^−r) (a [1, C, 1, 1] coefficient), in place, with the fused ReLU
-   (and its limit) on the product.
+   (and its limit) on the product; one scale for all channels (a batched
+   matmul's per-tensor requant): `backend_api_constbinary_global` by it.
 
 Only an f32 result: an f16/bf16 one would need a 4-byte scratch buffer the
 activation plan does not hold.
@@ -32,7 +33,7 @@ from tpuc.passes.native.context import (
     dtype_name,
 )
 from tpuc.passes.native.conv import coeff_table, int8_calls, raw_spec
-from tpuc.target.vendor.params import DECLARED, BcBinaryGlobal, declare
+from tpuc.target.vendor.params import DECLARED, BcBinaryGlobal, ConstBinaryGlobal, declare
 
 BINARY_MUL = 2
 
@@ -70,6 +71,9 @@ def epilogue_calls(op: Operation, ctx: NativeContext, shape: tuple[int, int, int
     as_f32 = raw_spec(addr, DTYPE_F32, shape)
     calls = [ctx.call("backend_api_cast_global", cast, op, [raw_spec(addr, DTYPE_I32, shape)],
                       [as_f32])]  # fmt: skip
+    scale = uniform_scale(scales)
+    if scale is not None:
+        return [*calls, _const_mul(op, ctx, as_f32, scale)]
     mul = BcBinaryGlobal()
     s = mul.spec
     s.binary_type = BINARY_MUL
@@ -87,6 +91,31 @@ def epilogue_calls(op: Operation, ctx: NativeContext, shape: tuple[int, int, int
     return calls
 
 
+def uniform_scale(scales: np.ndarray) -> float | None:
+    """The one scale every channel shares (a per-tensor requant, as a batched
+    matmul's), else None."""
+    flat = np.asarray(scales, np.float32).reshape(-1)
+    return float(flat[0]) if flat.size and np.all(flat == flat[0]) else None
+
+
+def _const_mul(op: Operation, ctx: NativeContext, as_f32: bytes, scale: float) -> NativeCall:
+    """Step 3 with one scale: `backend_api_constbinary_global` MUL by the f32
+    constant, in place; the same f32 product as the broadcast coefficient
+    without loading it (ppocr_rec's attention scores, [8, 40, 40]: the
+    [1, 40, 1, 1] scale load alone cost 758 vendor cycles at 0.2 bytes a
+    cycle)."""
+    from tpuc.passes.native.binary import relu_fields
+
+    param = ConstBinaryGlobal()
+    c = param.common
+    c.binary_type, c.B_const_val, c.B_dtype = BINARY_MUL, scale, DTYPE_F32
+    if_relu, limit = relu_fields(op)
+    c.if_relu = if_relu
+    c.relu_upper_limit = limit if if_relu and limit >= 0 else -1.0
+    c.scale_A, c.f8_scale_A = 1, 1.0
+    return ctx.call("backend_api_constbinary_global", param, op, [as_f32], [as_f32])
+
+
 def conv_float_epilogue(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """tpu.Conv2D, quantized input, f32 result."""
     check_f32(op)
@@ -96,4 +125,4 @@ def conv_float_epilogue(op: Operation, ctx: NativeContext) -> list[NativeCall]:
             *epilogue_calls(op, ctx, (n, oc, oh, ow), channel_scales(table))]  # fmt: skip
 
 
-__all__ = ["channel_scales", "check_f32", "conv_float_epilogue", "epilogue_calls"]
+__all__ = ["channel_scales", "check_f32", "conv_float_epilogue", "epilogue_calls", "uniform_scale"]
