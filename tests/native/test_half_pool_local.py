@@ -56,3 +56,30 @@ def test_squeezenet_global_pool_in_a_group(tmp_path):
     chip, tpuc = np.asarray(run.got["y"]).ravel(), np.asarray(run.expected["y"]).ravel()
     assert np.all(np.abs(chip - tpuc) <= np.abs(tpuc) * 2.0**-10)
     assert grouped < alone
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+@pytest.mark.parametrize(("c", "side"), [(64, 8), (96, 5), (130, 4)])
+def test_half_global_pool_on_the_chips_sums_in_a_group(tmp_path, monkeypatch, mode, c, side):
+    """A global average the global rule leaves to the chip's half-float
+    kernel (a plane of at most 32 elements or a power of two: resblock's
+    8x8) pools locally with is_global_pooling over the whole plane: the
+    same sums, bit for bit, and cheaper than every op global (resblock F16
+    10,423 -> 9,018 vendor cycles, TPU-MLIR 9,575)."""
+    import tpuc.tools.deploy_native as deploy_native
+
+    compiled = []
+    codegen = deploy_native.native_codegen
+
+    def keep(*args, **kwargs):
+        compiled.append(codegen(*args, **kwargs))
+        return compiled[-1]
+
+    monkeypatch.setattr(deploy_native, "native_codegen", keep)
+    nodes, feeds, inits = conv_relu_pool(np.random.default_rng(1), c, side, None)
+    run, grouped, alone = grouped_and_global(tmp_path, mode, nodes, feeds, inits)
+    chip, tpuc = np.asarray(run.got["y"]).ravel(), np.asarray(run.expected["y"]).ravel()
+    assert np.array_equal(chip, tpuc), f"{np.count_nonzero(chip != tpuc)} of {chip.size} differ"
+    pools = [op for op in compiled[0].module.walk() if op.name == "tpu.Pool2D"]
+    assert [op.parent_op().name for op in pools] == ["tpu.Group"]
+    assert grouped < alone

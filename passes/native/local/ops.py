@@ -545,8 +545,11 @@ local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, add_buffer, add_comma
 
 def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     """No coefficients; refuses what the global rule computes another way
-    (a half-float average in f32, an INT8 average over a window side above
-    7 as a convolution) and windows that are not 2-D with strides up to 15."""
+    (an INT8 average over a window side above 7 as a convolution) and
+    windows that are not 2-D with strides up to 15. A half-float average
+    the global rule runs in f32 does so here too (half_pool.py); a global
+    one it leaves to the chip's half sums pools the whole plane locally
+    with is_global_pooling, the same sums (test_half_pool_local)."""
     from tpuc.passes.native.pool import MAX_INT8_SIDE, PoolingCommon, int8_avg
 
     kernel = op.value("kernel_shape") or ()
@@ -554,10 +557,6 @@ def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
     if op.value("pool_mode") != "Avg":
         return []
-    from tpuc.passes.native.local import half_pool
-
-    if dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op):
-        raise NotExpressible("a local half-float global average (the chip's half sums)")
     if quant_of(op.operands[0]) is not None:
         if max(kernel) > MAX_INT8_SIDE:
             raise NotExpressible(f"a local INT8 average over a {kernel} window")
@@ -590,15 +589,18 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     c.relu_limit = -1.0 if limit is None else float(limit)
     c.ceil_mode = bool(op.value("ceil_mode"))
     c.round_mode = round_mode(op)
+    from tpuc.passes.native.local import half_pool
+
     if op.value("pool_mode") == "Avg":
+        from tpuc.passes.native.local.pool_wide import is_global
         from tpuc.passes.native.pool import int8_avg
 
         c.is_avg_pooling = 1
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
+        half = dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op)
+        c.is_global_pooling = int(half and is_global(op))  # the global rule's half sums
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
-    from tpuc.passes.native.local import half_pool
-
     if half_pool.applies(op):
         return half_pool.commands(op, plan, step, info, param)
     inputs = [value_spec(plan, op.operands[0], step)]
