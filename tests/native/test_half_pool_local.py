@@ -76,10 +76,37 @@ def test_half_global_pool_on_the_chips_sums_in_a_group(tmp_path, monkeypatch, mo
         return compiled[-1]
 
     monkeypatch.setattr(deploy_native, "native_codegen", keep)
+    scratch = _record_pool_scratch(monkeypatch)
     nodes, feeds, inits = conv_relu_pool(np.random.default_rng(1), c, side, None)
     run, grouped, alone = grouped_and_global(tmp_path, mode, nodes, feeds, inits)
     chip, tpuc = np.asarray(run.got["y"]).ravel(), np.asarray(run.expected["y"]).ravel()
     assert np.array_equal(chip, tpuc), f"{np.count_nonzero(chip != tpuc)} of {chip.size} differ"
     pools = [op for op in compiled[0].module.walk() if op.name == "tpu.Pool2D"]
     assert [op.parent_op().name for op in pools] == ["tpu.Group"]
+    # the kernel's work rows (one EU row per channel plane) inside the op's scratch
+    need = -(-c // 64) * 64
+    assert scratch and all(own <= at and at + need <= own + size for at, own, size in scratch)
     assert grouped < alone
+
+
+def _record_pool_scratch(monkeypatch) -> list[tuple[int, int, int]]:
+    """(buffer_addr of each local pooling call, its op's scratch address and size)."""
+    from tpuc.passes.native.local import pool_wide
+    from tpuc.passes.native.local.ops import LocalRule
+    from tpuc.target.vendor.params import PoolingLocal
+
+    seen: list[tuple[int, int, int]] = []
+    rule = pool_wide.POOLING
+
+    def command(op, ctx, plan, step):
+        found = rule.command(op, ctx, plan, step)
+        lop = plan.local(op)
+        for call in found:
+            if call[2] == "backend_api_pooling_local":
+                at = PoolingLocal.from_buffer_copy(call[3]).buffer_addr
+                seen.append((at, lop.buffer_addr, lop.buffer_size))
+        return found
+
+    patched = LocalRule(rule.backward, rule.coeffs, rule.buffer, command, rule.splits_h)
+    monkeypatch.setattr(pool_wide, "POOLING", patched)
+    return seen

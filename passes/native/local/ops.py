@@ -592,13 +592,11 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     from tpuc.passes.native.local import half_pool
 
     if op.value("pool_mode") == "Avg":
-        from tpuc.passes.native.local.pool_wide import is_global
         from tpuc.passes.native.pool import int8_avg
 
         c.is_avg_pooling = 1
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
-        half = dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op)
-        c.is_global_pooling = int(half and is_global(op))  # the global rule's half sums
+        c.is_global_pooling = int(half_global_on_chip(op))
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
     if half_pool.applies(op):
@@ -608,10 +606,29 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
+def half_global_on_chip(op: Operation) -> bool:
+    """A half-float global average the global rule leaves to the chip's
+    half sums (not half_pool's f32 detour): pooled with is_global_pooling,
+    as the global call does."""
+    from tpuc.passes.native.local import half_pool
+    from tpuc.passes.native.local.pool_wide import is_global
+
+    if op.value("pool_mode") != "Avg" or dtype_name(op.operands[0]) not in ("f16", "bf16"):
+        return False
+    return is_global(op) and not half_pool.applies(op)
+
+
 def pool_buffer(op: Operation, plan: GroupPlan) -> int:
-    """A half-float average through f32 keeps both f32 slices (half_pool.py)."""
+    """A half-float average through f32 keeps both f32 slices (half_pool.py);
+    a global one on the chip's sums works in one EU row per image and
+    channel plane (TPU-MLIR's Pool2DOp::getBufferSize_bm1684x for
+    is_global: left without it, the kernel writes over local address 0)."""
     from tpuc.passes.native.local import half_pool
 
+    if half_global_on_chip(op):
+        out = plan.tensors[op.results[0]]
+        images = max(s.n_slice for s in out.slices)
+        return images * -(-out.dims[1] // NPU_NUM) * EU_BYTES
     return half_pool.buffer(op, plan) if half_pool.applies(op) else 0
 
 
