@@ -18,7 +18,7 @@
     right shift (INT8 lowering gives a matmul's columns one) and an i8
     result: the call's requant with the columns' multipliers as a fourth
     operand (`fuse_rq`, TPU-MLIR's per-channel MatMul); one row as two
-    (`two_rows`: with one the call is wrong);
+    (`two_rows`: with one the call is wrong) unless `one_row_exact`;
   - INT8 per column otherwise (shifts that differ, a u8 result): the int32
     product and bias, transposed, requant_int per channel, transposed back
     (`per_column_fc`); with M = 1, or a relu the requant's saturation does
@@ -226,10 +226,22 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     spec.round_mode = round_mode(op)
     if dtype_name(op.results[0]) == "u8":
         spec.if_relu = 1
-    if common is not None and m == 1:
+    if common is not None and m == 1 and not one_row_exact(k, n):
         return two_rows(op, ctx, spec, inputs, k, n)
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def one_row_exact(k: int, n: int) -> bool:
+    """Whether the fused per-column call is exact on one row [1, K] x [K, N].
+    For some shapes the kernel takes an MM + RQDQ path that misses the
+    columns' multipliers (measured 2026-11-27, vendor 1.30.2: wrong at
+    K x N = 3x64, 16x256, 32x500, 65x512, 64x513, 1024x1000; exact at
+    3x10, 32x10, 32x64, 63x10, 64x10..512, 100x300, 1024x10, 2048x64,
+    2048x512). Within K >= 32, N <= 64 every shape tried was exact, and the
+    row needs no doubling (resblock's classifier, 64x10: 1,217 -> ~700
+    vendor cycles)."""
+    return k >= 32 and n <= 64
 
 
 def two_rows(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],

@@ -107,3 +107,23 @@ def test_fc_as_conv_rows_over_lanes(tmp_path, k, bound):
     )
     matches(run.got, run.expected, "INT8")
     assert cycles < bound
+
+
+@pytest.mark.parametrize(("k", "n", "doubled"), [(64, 10, False), (16, 256, True), (64, 513, True)])
+def test_one_row_per_column_fc(tmp_path, k, n, doubled):
+    """M = 1, per-column multipliers over one shift (fuse_rq): the call on
+    the row alone where one_row_exact says it is exact (resblock's
+    classifier, 64x10), the row doubled (two_rows) where the kernel's
+    MM + RQDQ path would miss the multipliers; bit for bit either way."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((k, n)) * 0.05).astype("f4")
+    w = w / np.abs(w).max(axis=0, keepdims=True) * rng.uniform(1.0, 1.15, n).astype("f4")
+    nodes = [node("Gemm", ["x", "w", "b"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(rng.standard_normal(n).astype("f4"), "b")]  # fmt: skip
+    feeds = {"x": rng.standard_normal((1, k)).astype("f4")}
+    run = native_vs_interp(tmp_path, nodes, feeds, ["y"], "INT8", inits)
+    matches(run.got, run.expected, "INT8")
+    (tmp_path / "calls").mkdir()
+    used = functions(tmp_path / "calls", nodes, feeds, inits, "INT8")
+    assert (used != {"backend_api_fc_global"}) == doubled, used

@@ -4,6 +4,9 @@ rounds otherwise than tpuc) on the slice, `wide.widened` around an f32
 `backend_api_conv_local` with the filter [1, oc, 1, kh·kw] and bias
 [1, oc, 1, 1] as f32 coefficients (exact). Other convolutions keep
 ops.py's rule; this one is registered above it and hands them back.
+The f32 kernel writes nothing at buffer_local_addr (pointed at a live
+tensor, the group stays bit for bit: test_half_depthwise_buffer), so the
+rule reserves no work buffer for it and leaves the field 0.
 """
 
 from __future__ import annotations

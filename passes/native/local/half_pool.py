@@ -34,19 +34,40 @@ def applies(op: Operation) -> bool:
     return half_global_elsewhere(op, common)
 
 
+def _work_rows(op: Operation, plan: GroupPlan) -> int:
+    """A global f32 pooling's work buffer: one EU row per image and channel
+    plane (TPU-MLIR's Pool2DOp::getBufferSize_bm1684x for is_global)."""
+    from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM
+    from tpuc.passes.native.local.pool_wide import is_global
+
+    if not is_global(op):
+        return 0
+    out = plan.tensors[op.results[0]]
+    return max(s.n_slice for s in out.slices) * -(-out.dims[1] // NPU_NUM) * EU_BYTES
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
 def buffer(op: Operation, plan: GroupPlan) -> int:
-    """The f32 input slice, then the f32 output slice (wide.wide_buffer)."""
+    """The f32 input slice, then the f32 output slice (wide.wide_buffer),
+    then a global pooling's work rows."""
     from tpuc.passes.native.local.wide import wide_buffer
 
-    return wide_buffer(op, plan)
+    return _aligned(wide_buffer(op, plan)) + _work_rows(op, plan)
 
 
 def commands(op: Operation, plan: GroupPlan, step: int, info: SecInfo, param) -> list[tuple]:
     """Cast in, the f32 pooling (`param`, `info`: the pooling's own), cast
     out (wide.widened)."""
-    from tpuc.passes.native.local.wide import widened
+    from tpuc.passes.native.local.wide import wide_buffer, widened
 
-    param.buffer_addr = 0
+    if _work_rows(op, plan):  # the kernel's two-step global sum, in its own rows
+        param.common.is_global_pooling = 1
+        param.buffer_addr = plan.local(op).buffer_addr + _aligned(wide_buffer(op, plan))
+    else:
+        param.buffer_addr = 0
 
     def pool(wide_in: bytes, wide_out: bytes) -> list[tuple]:
         return [local_command(op, "backend_api_pooling_local", param, info, [wide_in], [wide_out])]

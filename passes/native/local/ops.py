@@ -585,8 +585,11 @@ local_rule(tpu.AddOp, rule=LocalRule(identity, add_coeffs, add_buffer, add_comma
 
 def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     """No coefficients; refuses what the global rule computes another way
-    (a half-float average in f32, an INT8 average over a window side above
-    7 as a convolution) and windows that are not 2-D with strides up to 15."""
+    (an INT8 average over a window side above 7 as a convolution) and
+    windows that are not 2-D with strides up to 15. A half-float average
+    the global rule runs in f32 does so here too (half_pool.py); a global
+    one it leaves to the chip's half sums pools the whole plane locally
+    with is_global_pooling, the same sums (test_half_pool_local)."""
     from tpuc.passes.native.pool import MAX_INT8_SIDE, PoolingCommon, int8_avg
 
     kernel = op.value("kernel_shape") or ()
@@ -594,10 +597,6 @@ def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
     if op.value("pool_mode") != "Avg":
         return []
-    from tpuc.passes.native.local import half_pool
-
-    if dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op):
-        raise NotExpressible("a local half-float global average (the chip's half sums)")
     if quant_of(op.operands[0]) is not None:
         if max(kernel) > MAX_INT8_SIDE:
             raise NotExpressible(f"a local INT8 average over a {kernel} window")
@@ -630,15 +629,16 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     c.relu_limit = -1.0 if limit is None else float(limit)
     c.ceil_mode = bool(op.value("ceil_mode"))
     c.round_mode = round_mode(op)
+    from tpuc.passes.native.local import half_pool
+
     if op.value("pool_mode") == "Avg":
         from tpuc.passes.native.pool import int8_avg
 
         c.is_avg_pooling = 1
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
+        c.is_global_pooling = int(half_global_on_chip(op))
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
-    from tpuc.passes.native.local import half_pool
-
     if half_pool.applies(op):
         return half_pool.commands(op, plan, step, info, param)
     inputs = [value_spec(plan, op.operands[0], step)]
@@ -646,10 +646,29 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
+def half_global_on_chip(op: Operation) -> bool:
+    """A half-float global average the global rule leaves to the chip's
+    half sums (not half_pool's f32 detour): pooled with is_global_pooling,
+    as the global call does."""
+    from tpuc.passes.native.local import half_pool
+    from tpuc.passes.native.local.pool_wide import is_global
+
+    if op.value("pool_mode") != "Avg" or dtype_name(op.operands[0]) not in ("f16", "bf16"):
+        return False
+    return is_global(op) and not half_pool.applies(op)
+
+
 def pool_buffer(op: Operation, plan: GroupPlan) -> int:
-    """A half-float average through f32 keeps both f32 slices (half_pool.py)."""
+    """A half-float average through f32 keeps both f32 slices (half_pool.py);
+    a global one on the chip's sums works in one EU row per image and
+    channel plane (TPU-MLIR's Pool2DOp::getBufferSize_bm1684x for
+    is_global: left without it, the kernel writes over local address 0)."""
     from tpuc.passes.native.local import half_pool
 
+    if half_global_on_chip(op):
+        out = plan.tensors[op.results[0]]
+        images = max(s.n_slice for s in out.slices)
+        return images * -(-out.dims[1] // NPU_NUM) * EU_BYTES
     return half_pool.buffer(op, plan) if half_pool.applies(op) else 0
 
 
