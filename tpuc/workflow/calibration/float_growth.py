@@ -1,0 +1,185 @@
+"""Automatic mixed precision by the network's output: grow the set of float
+layers until the FP32 vs INT8 output cosine on calibration samples reaches
+a target (TPU-MLIR's run_qtable --expected_cos, made cheap enough to run by
+default).
+
+The per-tensor measure (int8_error.py) finds tensors INT8 cannot hold on
+their own. Some networks lose instead a little at almost every layer:
+PP-PicoDet on white pages (most channels vary by less than one INT8 step),
+PP-OCRv4 rec over its re-parameterized blocks. No tensor is lossy, yet
+the output is. What is measured here is the network itself:
+
+Each round lowers the module as model_deploy.py would (the table, the
+layers already chosen in float), runs the samples through the TPU
+interpreter and the float TOP interpreter, and gives every INT8 layer the
+error it *adds*: 1 − cos of its output against float, less the largest
+1 − cos of its activation inputs (what it inherits). If the smallest
+output cosine is below the target, the layers adding most go to float, as
+many as the growth has already chosen (at least `MIN_BATCH`): the set
+doubles per round, so n layers take about log2(n) rounds, and every round
+measures again, since a layer in float changes what its readers inherit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from tpuc.base.compare import cosine_similarity
+from tpuc.ir.weights import WeightStore, attach_weights
+from tpuc.target.chips import Chip
+
+Inputs = Mapping[str, np.ndarray]
+Progress = Callable[[Iterable, str], Iterable]
+
+EXPECTED_COS = 0.99
+"""Default target: the smallest output cosine on the samples (TPU-MLIR's
+run_qtable default)."""
+SAMPLES = 4
+"""Default number of calibration samples the growth measures."""
+MIN_BATCH = 4
+"""Layers added in the first growing round."""
+
+
+def added_error(
+    cosines: Mapping[str, float], inputs_of: Mapping[str, Sequence[str]]
+) -> dict[str, float]:
+    """Layer -> the 1 − cosine it adds: its output's, less the largest of
+    its measured activation inputs' (0 for an input not measured: a network
+    input or a weight)."""
+    added = {}
+    for layer, inputs in inputs_of.items():
+        if layer not in cosines:
+            continue
+        inherited = max([1.0 - cosines[i] for i in inputs if i in cosines], default=0.0)
+        added[layer] = (1.0 - cosines[layer]) - inherited
+    return added
+
+
+def next_batch(added: Mapping[str, float], grown: int, min_batch: int = MIN_BATCH) -> list[str]:
+    """The layers to move to float next: those adding most error (only
+    positive), as many as `grown` (the growth's layers so far), at least
+    `min_batch`; ties by name, so the choice does not depend on order."""
+    ranked = sorted(
+        (name for name, loss in added.items() if loss > 0), key=lambda n: (-added[n], n)
+    )
+    return ranked[: max(min_batch, grown)]
+
+
+@dataclass
+class Growth:
+    """What the growth chose and measured."""
+
+    layers: dict[str, float] = field(default_factory=dict)  # layer -> added loss when chosen
+    history: list[tuple[int, float]] = field(default_factory=list)  # (float layers, min cos)
+    candidates: int = 0  # layers that run in INT8 without a qtable
+    reached: bool = False
+    seconds: float = 0.0
+
+    @property
+    def before(self) -> float:
+        return self.history[0][1]
+
+    @property
+    def after(self) -> float:
+        return self.history[-1][1]
+
+
+class FloatGrowth:
+    """A TOP module with weights, a calibration table and a chip, measured on samples."""
+
+    def __init__(self, module: ModuleOp, store: WeightStore, cali_table: Path, chip: Chip,
+                 samples: Sequence[Inputs], float_interp, scratch: Path):  # fmt: skip
+        from tpuc.ir.core import output_names
+
+        self.module, self.store, self.chip = module, store, chip
+        self.cali_table = cali_table
+        self.samples = list(samples)
+        self.float_interp = float_interp
+        self.scratch = scratch
+        self.outputs = output_names(module)
+        self.inputs_of = int8_layer_inputs(module, chip)
+        self.measured = {*self.inputs_of, *self.outputs}
+        self.measured.update(n for names in self.inputs_of.values() for n in names)
+
+    def measure(self, qtable: Mapping[str, str]) -> tuple[float, dict[str, float]]:
+        """(smallest output cosine, layer -> added error averaged over the
+        samples) with `qtable`'s layers in float."""
+        from tpuc.interp.tpu_interpreter import TpuInterpreter
+        from tpuc.ir.qtable import format_qtable
+        from tpuc.ir.weights import weights_of
+        from tpuc.workflow.deploy import lower
+
+        lowered = self.module.clone()
+        attach_weights(lowered, WeightStore(self.store))
+        path = None
+        if qtable:
+            path = self.scratch / "growth_qtable"
+            path.write_text(format_qtable(dict(qtable)))
+        lower(lowered, self.chip.name, "INT8", cali_table=self.cali_table, qtable=path)
+        interp, weights = TpuInterpreter(lowered), weights_of(lowered)
+        worst, summed = 1.0, {}
+        for x in self.samples:
+            reference = self.float_interp.run(self.store, x, dump_all=True)
+            quantized = interp.run(weights, x, dump_all=True)
+            names = [n for n in reference if n in quantized and n in self.measured]
+            cosines = {n: _cos(interp, quantized, reference, n) for n in names}
+            worst = min(worst, *(cosines[n] for n in self.outputs))
+            todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
+            for layer, loss in added_error(cosines, todo).items():
+                summed[layer] = summed.get(layer, 0.0) + loss / len(self.samples)
+            del reference, quantized
+        return worst, summed
+
+    def grow(self, start: Mapping[str, str], target: float, mode: str,
+             say: Callable[[str], None] = lambda _: None) -> Growth:  # fmt: skip
+        """Float layers beyond `start` (the qtable already decided) until the
+        smallest output cosine reaches `target` or no layer adds error."""
+        began = time.perf_counter()
+        growth = Growth(candidates=len(self.inputs_of))
+        qtable = dict(start)
+        while True:
+            cos, added = self.measure(qtable)
+            growth.history.append((len(qtable), cos))
+            say(f"auto mix: {len(qtable)} layer(s) in {mode}, smallest output cosine {cos:.6f}")
+            if cos >= target:
+                growth.reached = True
+                break
+            batch = next_batch(added, len(growth.layers))
+            if not batch:
+                break
+            for name in batch:
+                growth.layers[name] = added[name]
+                qtable[name] = mode
+        growth.seconds = time.perf_counter() - began
+        return growth
+
+
+def _cos(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+         name: str) -> float:  # fmt: skip
+    real = interp.real_values({name: quantized[name]})[name]
+    return float(cosine_similarity(real, reference[name]))
+
+
+def int8_layer_inputs(module: ModuleOp, chip: Chip) -> dict[str, list[str]]:
+    """Layers that run in INT8 without a qtable (what a qtable can move) ->
+    the names of their activation inputs, in network order."""
+    from tpuc.dialects.base import TensorOp
+    from tpuc.interp.top_interpreter import activation_name
+    from tpuc.passes.lowering.convert import op_modes
+    from tpuc.workflow.mixed_precision import NOT_CANDIDATES
+
+    ops = [
+        o for o in module.walk() if isinstance(o, TensorOp) and not isinstance(o, NOT_CANDIDATES)
+    ]
+    modes, _ = op_modes(ops, "INT8", {}, chip)
+    return {
+        o.names[0]: [n for n in map(activation_name, o.operands) if n is not None]
+        for o in ops
+        if modes[o] == "INT8"
+    }
