@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.ir.core import output_names
 from tpuc.target.chips import Chip, get_chip
+from tpuc.workflow.calibration.float_growth import holders
 
 
 @dataclass(frozen=True)
@@ -162,31 +163,6 @@ def _elements(value) -> int:
 
     t = value.type
     return math.prod(t.get_shape()) if isinstance(t, TensorType) else 0
-
-
-def holders(module: ModuleOp, tensor: str) -> list[str]:
-    """The layers that would hold `tensor` in INT8: its producer, and every
-    op that reads it (through data movement, which keeps its producer's
-    type) — an INT8 reader would requantize it with the same threshold."""
-    from tpuc.dialects import top
-    from tpuc.dialects.base import TensorOp
-
-    producer = next(
-        (op for op in module.walk() if isinstance(op, TensorOp) and tensor in op.names), None
-    )
-    if producer is None:
-        return []
-    found, pending = [producer.names[0]], list(producer.results)
-    while pending:
-        for use in pending.pop().uses:
-            reader = use.operation
-            if not isinstance(reader, TensorOp):
-                continue
-            if isinstance(reader, top.VALUE_MOVES):
-                pending.extend(reader.results)
-            elif reader.names[0] not in found:
-                found.append(reader.names[0])
-    return found
 
 
 def merged_qtable(auto: list[FloatLayer], user: Mapping[str, str]) -> dict[str, str]:

@@ -16,7 +16,12 @@ from tpuc.frontends.onnx import convert_onnx
 from tpuc.interp.top_interpreter import TopInterpreter
 from tpuc.target.chips import get_chip
 from tpuc.workflow.auto_mix import auto_float_layers, int8_share, report
-from tpuc.workflow.calibration.float_growth import FloatGrowth, added_error, next_batch
+from tpuc.workflow.calibration.float_growth import (
+    FloatGrowth,
+    added_error,
+    holders,
+    next_batch,
+)
 
 
 def test_added_error_subtracts_the_worst_input():
@@ -97,9 +102,8 @@ def test_growth_reaches_its_target_on_a_real_lowering(tmp_path):
     assert all_int8 < 0.99999
     grown = growth.grow({}, 0.99999, "F16")
     assert grown.reached and grown.after >= 0.99999 > grown.before == pytest.approx(all_int8)
-    # Rounds of MIN_BATCH (4) then as many again (the 1 left), each better.
-    assert [n for n, _ in grown.history] == [0, 4, 5]
-    assert [c for _, c in grown.history] == sorted(c for _, c in grown.history)
+    # One round: MIN_BATCH (4) layers and their readers are all 5.
+    assert [n for n, _ in grown.history] == [0, 5]
     assert set(grown.layers) == {"c1", "r1", "c2", "r2", "c3"}
     # The measured cosine is the deployed module's against float: check it
     # against onnxruntime rather than the TOP interpreter it used.
@@ -125,6 +129,14 @@ def test_growth_reaches_its_target_on_a_real_lowering(tmp_path):
     kept, total, _ = int8_share(module, chip, grown.layers)
     assert total == 5 and kept == total - len(grown.layers)  # 3 Convs, 2 Relus
     assert "adds" in report(layers) and f"kept {len(layers)} layer" in report(layers)
+
+
+def test_a_chosen_layer_takes_its_readers():
+    """c1's output is read by r1 only; r2's by c3; c3 is the output."""
+    _, module, _ = chain_model()
+    assert holders(module, "c1") == ["c1", "r1"]
+    assert holders(module, "r2") == ["r2", "c3"]
+    assert holders(module, "c3") == ["c3"]
 
 
 def test_int8_share_weights_by_flops():
