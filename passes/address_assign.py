@@ -11,7 +11,8 @@ Layout, from `chip.gmem_start` up:
   offset that overlaps no placed buffer whose live range meets its own.
   Live ranges are inclusive, so an op's result never shares memory with an
   operand it reads; reshape-family ops are in place (their result has their
-  input's address, and codegen emits nothing for them).
+  input's address, and codegen emits nothing for them), and so are the
+  inputs a channel concat alone reads (at their windows of its result).
 
 Layer groups (`tpu.Group`, from the layer-group pass) are one op of the
 function body: the tensors inside a group live in local memory and get no
@@ -190,7 +191,7 @@ def assign(block, chip: Chip) -> Layout:
     offsets, neuron_size = pack(active, sizes, chip.neuron_align)
     for buffer, offset in zip(active, offsets, strict=True):
         for value in buffer.values:
-            set_address(value, neuron_addr + offset)
+            set_address(value, neuron_addr + offset + buffer.offsets.get(value, 0))
     for buffer in found:
         if buffer.constant:
             for value in buffer.values[1:]:

@@ -20,7 +20,11 @@ lowering chooses the parameters):
   accumulator is dequantized instead, as the chip computes it:
   f32(acc)·f32(M·2^−r) in float32, fused relu on that, then rounded to the
   result type.
-- Add/Sub: acc = Σ_i ±(q_i − Z_i)·multiplier[i]; one rshift.
+- Add/Sub: acc = Σ_i ±(q_i − Z_i)·multiplier[i]; one rshift. Or one rshift
+  per input (bm168x's form, the chip's bcbinary ADD/SUB): each term is
+  rounded on its own, acc = Σ_i ±round((q_i − Z_i)·multiplier[i] / 2^rshift[i])
+  with `round_mode` (Sub rounds the subtrahend, then negates it), and the
+  epilogue shifts by 0.
 - Mul: acc = Π_i (q_i − Z_i); one multiplier and rshift.
 - Pool2D Avg: acc = Σ_window (q − Z_in) (padding contributes 0), then
   requant; Max: the max of q (input and output share their type).

@@ -38,6 +38,7 @@ def top_patterns() -> list[RewritePattern]:
         matmul_bias,
         relu,
         reshape,
+        scale_fold,
         tpu_patterns,
     )
 
@@ -46,6 +47,7 @@ def top_patterns() -> list[RewritePattern]:
         *reshape.PATTERNS,
         *const_binary.PATTERNS,
         *conv_fold.PATTERNS,
+        *scale_fold.PATTERNS,
         *relu.PATTERNS,
         *layer_norm.PATTERNS,
         *matmul_bias.PATTERNS,

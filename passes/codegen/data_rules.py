@@ -24,6 +24,7 @@ from tpuc.ir.core import element_of, kind_of
 from tpuc.kernels.data import PAD_MODES
 from tpuc.passes.codegen.commands import _view, copy_command, tensor_record
 from tpuc.passes.codegen.engine_rules import engine_command, engine_rule
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
@@ -42,7 +43,7 @@ def gdma_command(
 ) -> Command:
     """A GDMA command with a parameter block (`kind`: the op's, for the fill
     rounding and the gather's record)."""
-    params = isa.encode_block(opcode, block)
+    params = block_codec.encode_block(opcode, block)
     header = Header(
         opcode, ENGINE_GDMA, 0, 0, len(operands), 1, len(params) // RECORD_BYTES, 0, layer_id, kind
     )

@@ -30,6 +30,7 @@ from tpuc.passes.codegen.commands import (
     _view,
     tensor_record,
 )
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_TIU,
@@ -61,8 +62,8 @@ def engine_command(
     kind: int = 1,
 ) -> Command:
     try:
-        params = isa.encode_block(opcode, block)
-    except isa.BlockError as exc:  # e.g. an attribute past its field's range
+        params = block_codec.encode_block(opcode, block)
+    except block_codec.BlockError as exc:  # e.g. an attribute past its field's range
         raise TpucError(
             f"layer {layer_id}: its {isa.ENGINE_NAMES[opcode]} parameters do not fit the "
             f"command block ({exc})"
@@ -276,18 +277,22 @@ def _arith(op: Operation, layer_id: int) -> list[Command] | None:
         return _float_arith(op, layer_id)
     if count > isa.MAX_INPUTS or (isinstance(op, tpu.SubOp) and count != 2):
         return None
+    rshifts: tuple[int, ...] = ()
     if isinstance(op, tpu.MulOp):
         code, multipliers = isa.ARITH_MUL, ()
         requant = requant_block(op, 1)
     else:
         code = isa.ARITH_SUB if isinstance(op, tpu.SubOp) else isa.ARITH_ADD
         multipliers = tuple(_ints(op, "multiplier", [1] * count))
-        if len(multipliers) != count:
+        rshift = _ints(op, "rshift", [0])
+        if len(multipliers) != count or len(rshift) not in (1, count):
             return None
-        requant = requant_block(op, 1, 1)  # the multipliers are per input
+        # one rshift on the sum, or one per input term (bm168x) and 0 on the sum
+        rshifts, shared = (tuple(rshift), 0) if len(rshift) == count > 1 else ((), rshift[0])
+        requant = requant_block(op, 1, 1, shared)  # the multipliers are per input
     if requant is None:
         return None
-    block = isa.ArithBlock(code, count, multipliers, requant)
+    block = isa.ArithBlock(code, count, multipliers, requant, rshifts)
     operands = [tensor_record(v, op) for v in op.operands]
     out = tensor_record(op.results[0], op)
     return [engine_command(isa.TIU_ARITH, block, operands, [out], layer_id)]

@@ -24,6 +24,7 @@ from tpuc.dialects.base import shape_of
 from tpuc.passes.codegen.commands import _filter_reordered, tensor_record
 from tpuc.passes.layer_group.layout import nchw
 from tpuc.target.chips import Chip
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     SPACE_LOCAL,
@@ -200,14 +201,16 @@ def patch_windows(op: Operation, commands: list[Command], pads) -> list[Command]
         if opcode not in (isa.TIU_CONV, isa.TIU_POOL):
             out.append(cmd)
             continue
-        block = isa.decode_block(opcode, cmd.params)
+        block = block_codec.decode_block(opcode, cmd.params)
         if opcode == isa.TIU_CONV:
             block = dataclasses.replace(block, pad_begins=begins, pad_ends=ends)
             if block.mode == isa.CONV_TRANSPOSED:
                 block = dataclasses.replace(block, output_padding=extra, n_output_padding=2)
         else:
             block = dataclasses.replace(block, pads=begins + ends, n_pads=2 * len(begins))
-        out.append(Command(cmd.header, cmd.operands, cmd.results, isa.encode_block(opcode, block)))
+        out.append(
+            Command(cmd.header, cmd.operands, cmd.results, block_codec.encode_block(opcode, block))
+        )
     return out
 
 

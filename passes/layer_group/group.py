@@ -237,4 +237,25 @@ def plan_group(ops: Sequence[Operation], layout: LocalLayout, timing: Timing) ->
     raise GroupInvalid(f"does not fit {layout.lmem_bytes} bytes per lane")
 
 
-__all__ = ["MAX_TRIES", "GroupInvalid", "GroupPlan", "grow", "max_secs", "plan_group"]
+def plan_group_at(found: GroupPlan, secs: Secs, timing: Timing) -> GroupPlan:
+    """The plan of a valid group's ops at other slice counts (no growth), for
+    a target that prices slice counts itself (the native target asks the
+    vendor); GroupInvalid when they exceed the bounds or do not fit."""
+    graph, layout = found.graph, found.layout
+    bound = max_secs(graph)
+    if any(secs.of(axis) > bound.of(axis) for axis in AXES):
+        raise GroupInvalid(f"slice counts {secs} exceed {bound}")
+    try:
+        slicing, table, buffers, allocation, fits = _attempt(
+            graph, secs, layout, weight_bytes(graph, layout)
+        )
+    except (SliceError, LifetimeError) as exc:
+        raise GroupInvalid(str(exc)) from None
+    if not fits:
+        raise GroupInvalid(f"does not fit {layout.lmem_bytes} bytes per lane at {secs}")
+    cycles = group_cycles(graph, slicing, table, timing)
+    return GroupPlan(graph, slicing, table, buffers, cycles, 1, layout, allocation)
+
+
+__all__ = ["MAX_TRIES", "GroupInvalid", "GroupPlan", "grow", "max_secs", "plan_group",
+           "plan_group_at"]  # fmt: skip

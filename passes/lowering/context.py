@@ -88,6 +88,7 @@ class LoweringState:
     replaced: dict[SSAValue, SSAValue] = field(default_factory=dict)  # TOP value -> lowered
     regions: dict = field(default_factory=dict)  # filled by preparers (int8_region)
     modes: dict[Operation, str] = field(default_factory=dict)  # TOP op -> its mode
+    float_epilogue: bool = True  # the pass's option (ConvertTopToTpuPass.float_epilogue)
 
     def fresh_name(self, base: str) -> str:
         name, index = base, 1
@@ -261,6 +262,8 @@ class Lowering:
         their int8 results, as TPU-MLIR's do)."""
         if not self.chip.float_epilogue:
             return None
+        if not self.state.float_epilogue and not isinstance(self.op, top.MatMulOp):
+            return None  # the pass's option: convolutions requantize (a matmul keeps it)
         users = [use.operation for value in self.op.results for use in value.uses]
         readers = [self.state.modes.get(u, "INT8") for u in users]  # outputs stay INT8
         if not readers or "INT8" in readers:

@@ -35,7 +35,8 @@ def op_modes(
     """The mode each op runs in (the qtable's, else the default; INT8 falls
     back to the chip's float mode where no INT8 rule exists) and its rule,
     chosen before any type changes: a rule's `when=` may read the calibrated
-    types of its operands, which lowering replaces."""
+    types of its operands, which lowering replaces. Data movement the qtable
+    does not name runs in its neighbours' precision (`_moves_follow`)."""
     modes, rules = {}, {}
     unsupported: dict[str, list[str]] = {}
     for op in ops:
@@ -51,7 +52,40 @@ def op_modes(
         modes[op], rules[op] = mode, rule
     if unsupported:
         raise UnsupportedOpsError(f"convert-top-to-tpu ({chip.name})", unsupported)
+    _moves_follow(ops, modes, rules, qtable, chip)
     return modes, rules
+
+
+def _moves_follow(
+    ops: list[TensorOp],
+    modes: dict[TensorOp, str],
+    rules: dict[TensorOp, Rule],
+    qtable: dict[str, str],
+    chip: Chip,
+) -> None:
+    """A value move (reshape, permute, slice …) the qtable does not name
+    takes its producer's float mode, and an INT8 one whose readers all run
+    in one float mode takes theirs: it changes no value, so in INT8 between
+    float layers it would only round the tensor to its INT8 grid, losing at
+    the boundary what neither neighbour loses (and an INT8 conv before it
+    could not hand its accumulator to the float reader directly)."""
+    free = [op for op in ops if isinstance(op, top.VALUE_MOVES) and op.names[0] not in qtable]
+    for op in free:  # graph order: a chain of moves follows its first producer
+        producer = op.operands[0].owner if op.operands else None
+        _follow(op, modes.get(producer), modes, rules, chip)
+    for op in reversed(free):  # readers first: a chain follows its last reader
+        readers = {modes.get(use.operation) for r in op.results for use in r.uses}
+        if modes[op] == "INT8" and len(readers) == 1:
+            _follow(op, readers.pop(), modes, rules, chip)
+
+
+def _follow(op: TensorOp, mode: str | None, modes: dict, rules: dict, chip: Chip) -> None:
+    """Run `op` in float `mode` when it has a rule for it."""
+    if mode is None or mode == "INT8" or mode == modes[op]:
+        return
+    rule = find_rule(op, mode, chip)
+    if rule is not None:
+        modes[op], rules[op] = mode, rule
 
 
 def _calibrated(ops: list[TensorOp]) -> dict[str, CalibratedQuantizedType]:
@@ -81,6 +115,13 @@ class ConvertTopToTpuPass(ModulePass):
 
     qtable: str = ""
     asymmetric: bool = False
+    float_epilogue: bool = True
+    """An INT8 conv/matmul that only float layers read may hand them its
+    dequantized accumulator (on a chip with `float_epilogue`); false: a
+    convolution requantizes to int8 and a Cast dequantizes, as TPU-MLIR
+    lowers it (the native target, where the epilogue is an int32 result and
+    two more DDR passes the layer groups cannot hold); a matmul keeps the
+    epilogue (an fc's few values: cheaper than its int8 result and Cast)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from tpuc.base.module_state import ModuleState, advance_state, require_state
@@ -108,7 +149,13 @@ class ConvertTopToTpuPass(ModulePass):
                 )
             names = {n for o in ops for n in o.names}
             state = LoweringState(
-                chip, self.asymmetric, weights_of(op), calibrated, names, modes=modes
+                chip,
+                self.asymmetric,
+                weights_of(op),
+                calibrated,
+                names,
+                modes=modes,
+                float_epilogue=self.float_epilogue,
             )
             for leaf in ops:
                 if isinstance(leaf, top.InputOp):

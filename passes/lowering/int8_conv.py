@@ -196,6 +196,22 @@ def uniform_windows(op: Operation) -> bool:
     return bool(np.all(counts == math.prod(geometry.kernel)))
 
 
+def whole_input_window(op: Operation) -> bool:
+    """AvgPool: one window that holds the whole input, its padding excluded
+    from the count (inception_v1's 7x7 pool, pads [0, 0, 1, 1], over 6x6):
+    the input's global average, which one multiplier fits."""
+    shape = static_shape(op.operands[0])
+    if shape is None or op.value("count_include_pad"):  # type: ignore[attr-defined]
+        return False
+    geometry = PoolGeometry.of(op, np.broadcast_to(np.float32(0), shape))
+    counts = geometry.counts(False)
+    return counts.size == 1 and bool(counts.reshape(-1)[0] == math.prod(geometry.sizes))
+
+
+def int8_average(op: Operation) -> bool:
+    return uniform_windows(op) or whole_input_window(op)
+
+
 SUM_MODES = ("ReduceMean", "ReduceSum")
 SHARED_TYPE_MODES = ("ReduceMax", "ReduceMin")
 
@@ -351,15 +367,22 @@ def one_rshift(multipliers: list[int], rshifts: list[int]) -> dict:
 # --- pooling and reductions -----------------------------------------------------------------
 
 
-@lowering(top.AvgPoolOp, modes=INT8, when=uniform_windows)
+@lowering(top.AvgPoolOp, modes=INT8, when=int8_average)
 def lower_avg_pool(lw: Lowering):
-    """acc = Σ_window (q − Z_in); y = requant(acc, S_in/(S_out·k))."""
+    """acc = Σ_window (q − Z_in); y = requant(acc, S_in/(S_out·k)). One
+    window over the whole input becomes the global pool it is (kernel the
+    input's size, no padding), as TPU-MLIR keeps it in INT8."""
     x = lw.operand(0)
-    k = math.prod(lw.op.value("kernel_shape"))
+    attrs: dict = {"pool_mode": "Avg"}
+    if not uniform_windows(lw.op):
+        sizes = list(lw.operand_shape(0)[2:])
+        attrs.update(kernel_shape=sizes, strides=[1] * len(sizes), pads=[0] * (2 * len(sizes)))
+        attrs["ceil_mode"] = False
+    k = math.prod(attrs.get("kernel_shape") or lw.op.value("kernel_shape"))
     scale = lw.quant(0).scale / (lw.out_quant(0).scale * k)
     if u8_multiplier_form(lw):  # bm168x's pooling backend: u8 multiplier, half up
-        return lw.build(tpu.Pool2DOp, [x], {"pool_mode": "Avg", **u8_requant_attrs(lw, scale)})
-    return lw.build(tpu.Pool2DOp, [x], {"pool_mode": "Avg", **requant_attrs(lw, [scale])})
+        return lw.build(tpu.Pool2DOp, [x], {**attrs, **u8_requant_attrs(lw, scale)})
+    return lw.build(tpu.Pool2DOp, [x], {**attrs, **requant_attrs(lw, [scale])})
 
 
 @lowering(top.MaxPoolOp, modes=INT8)

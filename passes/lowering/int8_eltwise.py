@@ -1,5 +1,6 @@
 """INT8 rules of the elementwise arithmetic ops that rescale their inputs:
-Add/Sub (one multiplier per input on a shared rshift), Mul (one multiplier
+Add/Sub (one multiplier per input on a shared rshift, or on bm168x one
+multiplier and rshift per input, each term rounded by the chip), Mul (one multiplier
 for the product) and Concat (one requant per input).
 
 Parameters follow the integer contract in dialects/tpu/ops.py; widths come
@@ -54,14 +55,15 @@ def check_add_bound(lw: Lowering, multipliers: list[int]) -> None:
 
 
 def add_multipliers(lw: Lowering, scales: list[float]) -> tuple[list[int], int]:
-    """bm168x: 8-bit multipliers (the largest in [128, 256), the others
-    rounded on its rshift, |M| <= 255), which the chip's bcbinary ADD/SUB
-    takes as its u8 scales (the native target sums into int32 with them and
-    requantizes once); else the chip's eltwise width; in a pre-quantized module (a TFLite model's
-    own scales) the widest multipliers TIU_ARITH's i32 fields and int32
-    accumulator take for these inputs, so that the sum rounds as TFLite's
-    ADD (2^20-scaled inputs, 31-bit multipliers) does: 16-bit multipliers
-    put ~0.02% of the elements 1 LSB off, and each grows through the layers
+    """The shared-rshift form. bm168x (asymmetric Add/Sub): 8-bit multipliers
+    (the largest in [128, 256), the others rounded on its rshift, |M| <= 255),
+    which the chip's bcbinary ADD/SUB takes as its u8 scales (the native
+    target sums into int32 with them and requantizes once); else the chip's
+    eltwise width; in a pre-quantized module (a TFLite model's own scales)
+    the widest multipliers TIU_ARITH's i32 fields and int32 accumulator
+    take for these inputs, so that the sum rounds as TFLite's ADD
+    (2^20-scaled inputs, 31-bit multipliers) does: 16-bit multipliers put
+    ~0.02% of the elements 1 LSB off, and each grows through the layers
     after it."""
     if u8_multiplier_form(lw):
         return shared_rshift_multipliers(scales, U8_MULTIPLIER_BITS)
@@ -76,9 +78,38 @@ def add_multipliers(lw: Lowering, scales: list[float]) -> tuple[list[int], int]:
     return found
 
 
+def term_rshift_form(lw: Lowering, inputs: list, out: QuantParams) -> bool:
+    """Whether the Add/Sub takes the chip's per-term form (`eltwise_term_rshift`:
+    bm168x's bcbinary ADD/SUB rounds each input's u8-scaled term by its own
+    rshift). Zero points keep the shared-rshift form: the chip saturates
+    q − Z to 8 bits, so its native code sums exactly in int32 scratch and
+    requantizes once; a pre-quantized module keeps TFLite's arithmetic."""
+    symmetric = not out.zero_point and not any(q.zero_point for _, q in inputs)
+    return lw.chip.eltwise_term_rshift and symmetric and not is_pre_quantized(lw.op)
+
+
+TERM_ZERO_RSHIFT = 18
+"""From this rshift on, every 8-bit term |q·M| < 2^16 rounds to 0."""
+
+
+def term_multiplier(scale: float) -> tuple[int, int]:
+    """A scale as the chip's u8 multiplier (in [128, 256) where the rshift
+    allows) and its own rshift >= 0; a scale of 256 or more saturates any
+    non-zero input anyway: 255, 0; one so small that every term rounds to 0
+    (rshift >= 18) is 0, 0, the same values in a shift the chip takes."""
+    multiplier, rshift = multiplier_rshift(abs(scale), U8_MULTIPLIER_BITS)
+    if rshift < 0:
+        multiplier, rshift = 255, 0
+    if rshift >= TERM_ZERO_RSHIFT:
+        multiplier, rshift = 0, 0
+    return (-multiplier if scale < 0 else multiplier), rshift
+
+
 def lower_add_sub(lw: Lowering):
     """q_out = requant(Σ ±(q_i − Z_i)·M_i, rshift) with M_i/2^rshift ≈
-    coeff_i·S_i/S_out (Sub: lhs − rhs, the kernel applies the sign)."""
+    coeff_i·S_i/S_out (Sub: lhs − rhs, the kernel applies the sign); on a
+    chip that rounds each term (term_rshift_form), Σ ±round((q_i·M_i) >> r_i)
+    with M_i/2^r_i ≈ coeff_i·S_i/S_out, rounded half up as the chip does."""
     inputs = [read_int8(lw, i) for i in range(len(lw.op.operands))]
     out = lw.out_quant()
     coeff = lw.op.value("coeff") if isinstance(lw.op, top.AddOp) else None
@@ -88,10 +119,18 @@ def lower_add_sub(lw: Lowering):
             f"{lw.op.name} '{lw.op.names[0]}': {len(coeff)} coeff for {len(inputs)} inputs"
         )
     scales = [c * q.scale / out.scale for c, (_, q) in zip(coeff, inputs, strict=True)]
-    multipliers, rshift = add_multipliers(lw, scales)
-    check_add_bound(lw, multipliers)
+    if term_rshift_form(lw, inputs, out):
+        pairs = [term_multiplier(s) for s in scales]
+        attrs = {
+            "multiplier": [m for m, _ in pairs],
+            "rshift": [r for _, r in pairs],
+            "round_mode": "HalfUp",
+        }
+    else:
+        multipliers, rshift = add_multipliers(lw, scales)
+        check_add_bound(lw, multipliers)
+        attrs = requant_attrs(lw, multipliers, [rshift])
     cls = tpu.AddOp if isinstance(lw.op, top.AddOp) else tpu.SubOp
-    attrs = requant_attrs(lw, multipliers, [rshift])
     if cls is tpu.AddOp:
         attrs["coeff"] = None  # folded into the multipliers
     return lw.build(cls, [v for v, _ in inputs], attrs)

@@ -115,6 +115,7 @@ RULE_MODULES = [
     "tpuc.passes.lowering.int8_lut",
     "tpuc.passes.lowering.int8_data",
     "tpuc.passes.lowering.int8_region",
+    "tpuc.passes.lowering.concat_scale",
 ]
 """Modules whose import registers lowering rules."""
 

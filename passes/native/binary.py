@@ -8,9 +8,12 @@ INT8 (measured on the vendor's chip model): MUL computes
 (A·B·scale_A + 2^(rshift_A−1)) >> rshift_A with a u8 scale_A, whatever the
 round mode, which bm168x's lowering chooses (HalfUp); ADD/SUB compute
 ((A·scale_A + 2^(rshift_A−1)) >> rshift_A) ± ((B·scale_B + 2^(rshift_B−1))
->> rshift_B), u8 scales, each term rounded on its own, where tpuc's Add
-contract rounds Σ once: the two agree only without a shift, so an INT8
-Add/Sub with rshift > 0 is refused until tpuc's contract changes.
+>> rshift_B), u8 scales, each term rounded on its own, then relu and
+saturation: tpuc's bm168x Add/Sub contract (one rshift per input), so a
+symmetric INT8 Add/Sub of two inputs is one call (int8_add_terms). An
+asymmetric one keeps the shared-rshift contract (the chip saturates
+q − izp to 8 bits, so zero points cannot go into the call): exact sums in
+int32 scratch, one requant (int8_add).
 """
 
 from __future__ import annotations
@@ -88,11 +91,68 @@ def unsigned(value) -> bool:
     return dtype_name(value) in ("u8", "u16", "u32")
 
 
+def term_factors(op: Operation) -> tuple[list[int], list[int]] | None:
+    """(u8 multipliers, rshifts) of an Add/Sub in the per-term form (one
+    rshift per input), None in the shared form; NotExpressible when the
+    chip's call cannot take them."""
+    count = len(op.operands)
+    multipliers = [int(m) for m in op.value("multiplier") or [1] * count]
+    rshifts = [int(r) for r in op.value("rshift") or [0]]
+    if count < 2 or len(rshifts) != count:
+        return None
+    if len(multipliers) != count or not all(0 <= m <= 255 for m in multipliers):
+        raise NotExpressible(f"INT8 Add/Sub multipliers {multipliers} (the chip takes u8 scales)")
+    if not all(0 <= r < 32 for r in rshifts):
+        raise NotExpressible(f"INT8 Add/Sub rshifts {rshifts}")
+    if any(rshifts) and op.value("round_mode") != "HalfUp":
+        raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
+    if any(q.zero_point for q in map(quant_of, (*op.operands, op.results[0])) if q):
+        raise NotExpressible("an INT8 Add/Sub with one rshift per input and zero points")
+    limit = op.value("relu_limit")
+    if op.value("do_relu") and limit is not None and float(limit) >= 0:
+        raise NotExpressible(f"an INT8 Add/Sub with relu_limit {limit}")
+    return multipliers, rshifts
+
+
+def int8_add_terms(
+    op: Operation, ctx: NativeContext, kind: int, factors: tuple[list[int], list[int]]
+) -> list[NativeCall]:
+    """Σ ±round(q_i·M_i >> r_i): one bcbinary ADD/SUB of two inputs (scale and
+    rshift per input, the fused relu, saturation to the output); a third
+    input adds onto the first two's int32 sum (scale 1, rshift 0)."""
+    multipliers, rshifts = factors
+    inputs = operand_specs(op, ctx, pairs=False)
+    relu = int(bool(op.value("do_relu")))
+    if len(inputs) == 2:
+        param = bcbinary(op, ctx, kind)
+        spec = param.spec
+        spec.if_relu, spec.relu_upper_limit = relu, -1.0
+        spec.scale_A, spec.scale_B = multipliers
+        spec.rshift_A, spec.rshift_B = rshifts
+        return [ctx.call("backend_api_bcbinary_global", param, op, inputs=inputs)]
+    shape = tuple(shape_of(op.results[0]))
+    pair_unsigned = all(unsigned(v) for v in op.operands[:2])
+    acc = raw_spec(ctx.scratch(4 * math.prod(shape)), DTYPE_U32 if pair_unsigned else DTYPE_I32,
+                   shape)  # fmt: skip
+    calls = []
+    for i in range(1, len(inputs)):
+        param = bcbinary(op, ctx, BINARY_ADD if i == 1 else kind)
+        spec = param.spec
+        spec.if_relu, spec.relu_upper_limit = (relu if i == len(inputs) - 1 else 0), -1.0
+        lhs = inputs[0] if i == 1 else acc
+        spec.scale_A, spec.rshift_A = (multipliers[0], rshifts[0]) if i == 1 else (1, 0)
+        spec.scale_B, spec.rshift_B = multipliers[i], rshifts[i]
+        outputs = [acc] if i < len(inputs) - 1 else None
+        calls.append(ctx.call("backend_api_bcbinary_global", param, op, [lhs, inputs[i]], outputs))
+    return calls
+
+
 def int8_add(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
-    """tpuc's Σ ±(q_i − Z_i)·M_i, requantized once by the shared rshift:
-    bcbinary ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32
-    result in scratch (exact: |Σ| < 2^17; a third input adds onto it, scale
-    1 for the sum), then requant_int_param_t int32 -> the output with
+    """The shared-rshift form (an asymmetric Add/Sub: zero points cannot go
+    into the one-call form), Σ ±(q_i − Z_i)·M_i requantized once: bcbinary
+    ADD/SUB with u8 scale_A/B = M_a/M_b, rshift 0 and an int32 result in
+    scratch (exact: |Σ| < 2^17; a third input adds onto it, scale 1 for the
+    sum), then requant_int_param_t int32 -> the output with
     multiplier 1, shift −r, zx = Σ ±Z_i·M_i, offset Z_out and the op's round
     mode. The zero points go to zx, not izp_A/B: the chip saturates q − izp
     to 8 bits. The fused relu clamps the sum at 0 in the last bcbinary when
@@ -169,6 +229,9 @@ def add_sub(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if len(op.operands) > 2:
             return float_sum(op, ctx, kind)
     elif quant_of(op.results[0]) is not None:
+        factors = term_factors(op)
+        if factors is not None:
+            return int8_add_terms(op, ctx, kind, factors)
         return int8_add(op, ctx, kind)
     else:
         raise NotExpressible("mixed float and integer operands")
@@ -196,6 +259,18 @@ def float_sum(op: Operation, ctx: NativeContext, kind: int) -> list[NativeCall]:
     return in_f32(op, ctx, body)
 
 
+def int8_mul_scale(op: Operation) -> tuple[int, int]:
+    """An INT8 Mul's (scale_A, rshift_A): the chip takes one u8 multiplier
+    and a right shift, rounding half up (global and local rules)."""
+    multiplier = [int(m) for m in op.value("multiplier") or [1]]
+    rshift = [int(r) for r in op.value("rshift") or [0]]
+    if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:
+        raise NotExpressible(f"multiplier {multiplier} >> {rshift} (the chip takes u8 >> n)")
+    if rshift[0] and op.value("round_mode") != "HalfUp":
+        raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
+    return multiplier[0], rshift[0]
+
+
 @native_rule(tpu.MulOp)
 def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     """bcbinary MUL: scale_A = multiplier, rshift_A = rshift (Mul.cpp)."""
@@ -209,13 +284,7 @@ def mul(op: Operation, ctx: NativeContext) -> list[NativeCall]:
                 "asymmetric INT8 Mul (the chip's Mul has no zero points, and TPU-MLIR lowers it "
                 "in F32: name it F32 in a --quantize_table)"
             )
-        multiplier = [int(m) for m in op.value("multiplier") or [1]]
-        rshift = [int(r) for r in op.value("rshift") or [0]]
-        if len(multiplier) != 1 or not 0 <= multiplier[0] <= 255 or not 0 <= rshift[0] < 32:
-            raise NotExpressible(f"multiplier {multiplier} >> {rshift} (the chip takes u8 >> n)")
-        if rshift[0] and op.value("round_mode") != "HalfUp":
-            raise NotExpressible(f"round mode {op.value('round_mode')} (the chip rounds half up)")
-        param.spec.scale_A, param.spec.rshift_A = multiplier[0], rshift[0]
+        param.spec.scale_A, param.spec.rshift_A = int8_mul_scale(op)
     return [ctx.call("backend_api_bcbinary_global", param, op, inputs=inputs)]
 
 
@@ -234,14 +303,9 @@ def max_min(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 CONST_KINDS = {tpu.AddConstOp: BINARY_ADD, tpu.SubConstOp: BINARY_SUB, tpu.MulConstOp: BINARY_MUL}
 
 
-@native_rule(tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
-def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """constbinary: B_const_val = const_val (FP32), inversed = is_reverse
-    (SubConst: const − x), scale_A = 1 (AddConst.cpp / MulConst.cpp float form)."""
-    if not all_float(op):
-        raise NotExpressible("integer constant arithmetic (INT8 lowers it to tpu.Lut)")
-    param = ConstBinaryGlobal()
-    c = param.common
+def const_fields(op: Operation, c) -> None:
+    """constbinary_common_spec_t of a float AddConst/SubConst/MulConst
+    (global and local rules)."""
     c.binary_type = CONST_KINDS[type(op)]
     c.B_const_val = float(op.value("const_val"))
     c.B_dtype = DTYPE_F32
@@ -249,4 +313,14 @@ def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     c.if_relu, c.relu_upper_limit = relu_fields(op)
     c.scale_A = 1
     c.f8_scale_A = 1.0
+
+
+@native_rule(tpu.AddConstOp, tpu.SubConstOp, tpu.MulConstOp)
+def const_binary(op: Operation, ctx: NativeContext) -> list[NativeCall]:
+    """constbinary: B_const_val = const_val (FP32), inversed = is_reverse
+    (SubConst: const − x), scale_A = 1 (AddConst.cpp / MulConst.cpp float form)."""
+    if not all_float(op):
+        raise NotExpressible("integer constant arithmetic (INT8 lowers it to tpu.Lut)")
+    param = ConstBinaryGlobal()
+    const_fields(op, param.common)
     return [ctx.call("backend_api_constbinary_global", param, op)]

@@ -30,6 +30,7 @@ from tpuc.target.vendor.params import declare
 
 declare("cast_common_spec_t", "i32 src_dtype; i32 dst_dtype; i32 round_mode")
 CastGlobal = declare("cast_global_spec_t", "cast_common_spec_t common")
+CastLocal = declare("cast_local_spec_t", "cast_common_spec_t common; u32 buffer_addr")
 RequantFp = declare(
     "requant_fp_param_t",
     "u64 input_addr; u64 output_addr; u64 requant_addr; u32 buffer_local_addr; i32 n; i32 c; "
@@ -71,10 +72,16 @@ def _scaled(op: Operation, ctx: NativeContext, p, scale, offset, function: str) 
     return NativeCall(function, p.to_bytes(), plain=True)
 
 
+def quantize_scale(op: Operation) -> tuple[float, float]:
+    """requant_fp_param_t's (scale_value, offset_value) of a quantizing
+    Cast: 1/S_out and Z_out (the global and the local rule)."""
+    q = quant_of(op.results[0])
+    return 1.0 / q.scale, float(q.zero_point)
+
+
 def _quantize(op: Operation, ctx: NativeContext) -> NativeCall:
     """requant_fp_param_t: scale_value = 1/S_out, offset_value = Z_out, mode 0."""
-    q = quant_of(op.results[0])
-    scale, offset = 1.0 / q.scale, float(q.zero_point)
+    scale, offset = quantize_scale(op)
     return _scaled(op, ctx, RequantFp(), scale, offset, "backend_api_requant_float_global")
 
 

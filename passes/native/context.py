@@ -86,9 +86,20 @@ class Coeffs:
         self.blob = bytearray()
         self.locations: list[tuple[str, int, int]] = []
         self._seen: dict[bytes, int] = {}
+        self._frozen: dict[int, tuple[np.ndarray, int]] = {}  # read-only arrays by id
 
     def add(self, name: str, array: np.ndarray) -> int:
-        """The device address of `array`'s bytes (C order) in the region."""
+        """The device address of `array`'s bytes (C order) in the region (a
+        read-only array added again is found without copying its bytes)."""
+        frozen = self._frozen.get(id(array))
+        if frozen is not None and frozen[0] is array:
+            return frozen[1]
+        addr = self._add(name, array)
+        if isinstance(array, np.ndarray) and array.base is None and not array.flags.writeable:
+            self._frozen[id(array)] = (array, addr)  # owns its bytes, which cannot change
+        return addr
+
+    def _add(self, name: str, array: np.ndarray) -> int:
         data = np.ascontiguousarray(array).tobytes()
         known = self._seen.get(data)
         if known is not None:

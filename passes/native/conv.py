@@ -1,7 +1,7 @@
 """Conv2D: `backend_api_conv_global` with `conv_global_spec_t`.
 
 The weights follow TPU-MLIR's BM1684X WeightReorder (Conv2D.cpp, ConvUtils.h)
-with `use_3ic_optimize = 0`, from the forms tpuc's weight-reorder left
+from the forms tpuc's weight-reorder left
 (filter [1, oc, ic/g, kh·kw] in OIHW order; INT8 `coeff_merged` [1, oc, 1, 3]
 = bias, multiplier, rshift per channel):
 
@@ -12,12 +12,19 @@ with `use_3ic_optimize = 0`, from the forms tpuc's weight-reorder left
 - INT8: one coefficient per output channel lane (`merge_coeff = 2`):
   requant [multiplier, −rshift, zp] | int32 bias | filter (blocks of 64
   input channels, raw for depthwise), channels above 64 folded onto the 64
-  lanes (`reshape_coeff_for_broadcast_channel`).
+  lanes (`reshape_coeff_for_broadcast_channel`). A convolution with few
+  input channels (an image's first: 3 channels, 7x7) folds kernel rows,
+  columns or both into the input channels (`use_3ic_optimize`, three_ic.py):
+  the kernel then fills the 64 lanes' input-channel parallelism, 7x fewer
+  TIU cycles on resnet50's first convolution.
 
 A grouped (not depthwise) INT8 convolution is one call per group and
 image, each an ordinary convolution over that group's channel slice of the
 input and output (TPU-MLIR's merged layout for groups gives wrong results
-after the first group). An INT8 convolution with a float result (tpuc's
+after the first group). A symmetric INT8 depthwise 1x1 convolution over
+at most 64 channels with planes above a 16 KiB bank is the ordinary
+convolution with a diagonal filter (`dense_pointwise`, TPU-MLIR's form,
+cheaper there). An INT8 convolution with a float result (tpuc's
 float epilogue) is the sequence of epilogue.py.
 
 Known gap: the chip's F16/BF16 depthwise kernel (which needs the bias in
@@ -47,6 +54,7 @@ from tpuc.passes.native.context import (
     quant_of,
 )
 from tpuc.passes.native.rules import native_rule
+from tpuc.passes.native.three_ic import OTHER_READERS, fold_3ic, folded_filter
 from tpuc.target.vendor.params import ConvGlobal, TensorSpec
 
 ROUND_MODES = {
@@ -73,6 +81,7 @@ def round_mode(op: Operation) -> int:
 
 
 NPU_NUM = 64  # lanes of BM1684X
+BANK_BYTES = 16 * 1024  # a local-memory bank of one lane
 EU_INT32 = 16  # int32 elements in one execution unit (64 bytes)
 MAX_DIM = 65535
 
@@ -142,6 +151,38 @@ def ic_blocks(filt: np.ndarray, lanes: int) -> np.ndarray:
     return padded.reshape(oc, blocks, lanes, k).transpose(0, 1, 3, 2).copy()
 
 
+HALF_3IC = 0x10  # TPU-MLIR's flag on every 16-bit 3ic convolution
+
+
+def half_3ic_mode(op: Operation) -> int:
+    """TPU-MLIR 1.30.2's 3ic fold of an ungrouped F16/BF16 convolution
+    (half_conv.three_ic_mode: the interpreter sums the folded units as the
+    chip does); 0 for f32, grouped and depthwise ones."""
+    from tpuc.kernels.half_conv import three_ic_mode
+
+    if dtype_name(op.operands[0]) not in ("f16", "bf16") or (op.value("group") or 1) != 1:
+        return 0
+    kh, kw = op.value("kernel_shape")
+    return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
+
+
+def half_3ic_flag(op: Operation) -> int:
+    """`use_3ic_optimize` of a half convolution: the mode, 0x10 (TPU-MLIR's
+    16-bit flag), 0x30 when the input has other readers (the kernel then
+    broadcasts it into a buffer instead of overwriting it)."""
+    mode = half_3ic_mode(op)
+    if not mode:
+        return 0
+    return mode | (OTHER_READERS if len(list(op.operands[0].uses)) > 1 else HALF_3IC)
+
+
+def half_3ic_filter(op: Operation, filt: np.ndarray) -> np.ndarray:
+    """The filter [oc, ic, k] folded for the op's half 3ic mode (as is for none)."""
+    mode = half_3ic_mode(op)
+    kh, kw = op.value("kernel_shape")
+    return folded_filter(filt, mode, kh, kw) if mode else filt
+
+
 def float_inputs(op: Operation, ctx: NativeContext, has_bias: bool) -> list[bytes]:
     """[input, filter, bias?] of a float convolution (see the module docstring)."""
     oc = shape_of(op.results[0])[1]
@@ -155,7 +196,8 @@ def float_inputs(op: Operation, ctx: NativeContext, has_bias: bool) -> list[byte
         kh, kw = op.value("kernel_shape")
         inputs.append(ctx.spec(op.operands[1], (1, oc, kh, kw)))
     else:
-        blocked = ic_blocks(filter_data(op), 32)
+        filt = half_3ic_filter(op, filter_data(op))
+        blocked = ic_blocks(filt, 32)
         width = blocked[0].size
         shape = (
             (1, oc, 1, width)
@@ -351,9 +393,12 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
     tensors), each with its own merged coefficient."""
     (n, ic, h, w), (_, oc, oh, ow) = shape_of(op.operands[0]), shape_of(op.results[0])
     depthwise = is_depthwise(op)
-    parts = 1 if depthwise else op.value("group") or 1
-    icg, ocg = ic // parts, oc // parts
     filt = filter_data(op)
+    dense = depthwise and dense_pointwise(op)
+    if dense:
+        filt, depthwise = diagonal(filt), False
+    parts = 1 if depthwise or dense else op.value("group") or 1
+    icg, ocg = ic // parts, oc // parts
     table = input_zero_point_bias(op, coeff_table(op, oc), filt)
     zp = 0 if int32 else quant_of(op.results[0]).zero_point
     in_addr, out_addr = ctx.address(op.operands[0]), ctx.address(op.results[0])
@@ -364,10 +409,13 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
         part = slice(g * ocg, (g + 1) * ocg)
         spec = ConvGlobal()
         conv_common(op, spec)
-        if parts > 1:
+        if parts > 1 or dense:
             spec.common.groups, spec.common.input_c, spec.common.output_c = 1, icg, ocg
         int8_spec(spec, op, table[part], int32)
-        coeff = pack_int8(table[part], zp, filt[part], depthwise, requant=not int32)
+        folded = filt[part]
+        if parts == 1 and not depthwise and not dense:
+            spec.common.use_3ic_optimize, folded = fold_3ic(op, folded)
+        coeff = pack_int8(table[part], zp, folded, depthwise, requant=not int32)
         addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes_g{g}", coeff)
         weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise))
         images = [(0, n)] if parts == 1 else [(b, 1) for b in range(n)]
@@ -378,6 +426,37 @@ def int8_calls(op: Operation, ctx: NativeContext, int32: bool = False) -> list[N
             outputs = [raw_spec(dst, out_code, (count, ocg, oh, ow))]
             calls.append(ctx.call("backend_api_conv_global", spec, op, inputs, outputs))
     return calls
+
+
+def dense_pointwise(op: Operation) -> bool:
+    """A symmetric INT8 depthwise 1x1 convolution (a per-channel scale) over
+    at most 64 channels whose input plane per lane is above one 16 KiB
+    bank runs as the ordinary 1x1 convolution with a diagonal filter, as
+    TPU-MLIR writes it: the same int32 sums (the other products are 0) and
+    requant. Measured whole nets (input cast, conv + relu, output cast),
+    depthwise / dense vendor cycles: 24x160x160 207,605 / 150,310 (ppocr_det's
+    BatchNorm after its transposed convolution), 24x136x136 160,876 /
+    117,457, 16x160x160 138,401 / 103,741; at or below the bank the
+    depthwise kernel is the cheaper: 24x128x128 97,954 / 104,098,
+    24x96x96 55,291 / 58,747."""
+    kernel = op.value("kernel_shape") or ()
+    quants = (quant_of(op.operands[0]), quant_of(op.results[0]))
+    n, c, h, w = shape_of(op.operands[0])
+    return (
+        list(kernel) == [1, 1]
+        and not any(op.value("pads") or [0])
+        and c <= NPU_NUM
+        and n * h * w > BANK_BYTES
+        and all(q is not None and q.zero_point == 0 for q in quants)
+    )
+
+
+def diagonal(filt: np.ndarray) -> np.ndarray:
+    """A depthwise 1x1 filter [oc, 1, 1] as the dense [oc, oc, 1] it equals."""
+    oc = filt.shape[0]
+    dense = np.zeros((oc, oc, 1), filt.dtype)
+    dense[np.arange(oc), np.arange(oc), 0] = filt[:, 0, 0]
+    return dense
 
 
 @contextmanager
@@ -428,6 +507,7 @@ def conv2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if is_depthwise(op) and dtype_name(op.operands[0]) != "f32":
             return half_depthwise(op, ctx, spec, has_bias)
         inputs = float_inputs(op, ctx, has_bias)
+        spec.common.use_3ic_optimize = half_3ic_flag(op)
     elif quant_of(op.operands[0]) is not None:
         if is_float(op.results[0]):
             from tpuc.passes.native.epilogue import conv_float_epilogue

@@ -168,7 +168,7 @@ def generate_native(module: ModuleOp, vendor: VendorPaths, profile: bool = True,
     if any(isinstance(op, tpu.GroupOp) for op in main_function(module).body.block.ops):
         from tpuc.passes.native.local.groups import native_group_plans
 
-        module, plans = native_group_plans(module)  # a copy, the groups' ops in line
+        module, plans = native_group_plans(module, vendor)  # a copy, the groups' ops in line
         groups = [*groups, *plans]
     sizing = NativeContext(module)
     build_calls(module, sizing, groups)

@@ -59,9 +59,10 @@ def channel_scales(table: np.ndarray) -> np.ndarray:
 
 
 def epilogue_calls(op: Operation, ctx: NativeContext, shape: tuple[int, int, int, int],
-                   scales: np.ndarray) -> list[NativeCall]:  # fmt: skip
+                   scales: np.ndarray, axis: int = 1) -> list[NativeCall]:  # fmt: skip
     """Steps 2 and 3 on the int32 accumulator at op's result address, viewed
-    as `shape` [N, C, H, W] with `scales` [C]."""
+    as `shape` [N, C, H, W] with `scales` along `axis` (1: [1, C, 1, 1];
+    3: [1, 1, 1, W], the backend broadcasting it over the lanes)."""
     addr = ctx.address(op.results[0])
     cast = _cast_param()
     cast.common.src_dtype, cast.common.dst_dtype = DTYPE_I32, DTYPE_F32
@@ -79,7 +80,9 @@ def epilogue_calls(op: Operation, ctx: NativeContext, shape: tuple[int, int, int
     s.scale_A = s.scale_B = 1
     s.f8_scale_A = s.f8_scale_B = 1.0
     scale_addr = ctx.coeffs.add(f"{op.names[0]}_epilogue_scale", scales.astype(np.float32))
-    coeff = raw_spec(scale_addr, DTYPE_F32, (1, shape[1], 1, 1))
+    coeff_dims = [1, 1, 1, 1]
+    coeff_dims[axis] = shape[axis]
+    coeff = raw_spec(scale_addr, DTYPE_F32, tuple(coeff_dims))
     calls.append(ctx.call("backend_api_bcbinary_global", mul, op, [as_f32, coeff], [as_f32]))
     return calls
 

@@ -65,18 +65,23 @@ def in_f32(op: Operation, ctx: NativeContext, body) -> list[NativeCall]:
 
 
 def between_casts(
-    op: Operation, ctx: NativeContext, body: Callable[[bytes, bytes], list[NativeCall]]
+    op: Operation,
+    ctx: NativeContext,
+    body: Callable[[bytes, bytes], list[NativeCall]],
+    view: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> list[NativeCall]:
     """`body(f32 input, f32 output)` for a one-input op: its input cast to f32
-    in scratch buffer 0, the result in scratch buffer 1 cast back."""
+    in scratch buffer 0, the result in scratch buffer 1 cast back; `view`:
+    the (input, output) shapes every call sees instead of the op's own."""
     src, dst = op.operands[0], op.results[0]
     size = 4 * max(math.prod(shape_of(src)), math.prod(shape_of(dst)))
-    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, tuple(shape_of(src)))
-    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, tuple(shape_of(dst)))
+    shapes = view or (tuple(shape_of(src)), tuple(shape_of(dst)))
+    wide_in = raw_spec(ctx.scratch(size, 0), DTYPE_F32, shapes[0])
+    wide_out = raw_spec(ctx.scratch(size, 1), DTYPE_F32, shapes[1])
     return [
-        cast_call(ctx, op, ctx.spec(src), wide_in, (dtype_code(src), DTYPE_F32)),
+        cast_call(ctx, op, ctx.spec(src, shapes[0]), wide_in, (dtype_code(src), DTYPE_F32)),
         *body(wide_in, wide_out),
-        cast_call(ctx, op, wide_out, ctx.spec(dst), (DTYPE_F32, dtype_code(dst))),
+        cast_call(ctx, op, wide_out, ctx.spec(dst, shapes[1]), (DTYPE_F32, dtype_code(dst))),
     ]
 
 

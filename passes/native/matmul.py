@@ -5,17 +5,20 @@
   call, `backend_api_fc_global` (`fc_global_spec_t`), as TPU-MLIR's does;
   right as [K, N] (`R_transpose`: really [N, K]):
   - F32: the f32 bias as lowering left it;
-  - F16/BF16: without a bias the call as is; with one, the result in f32
-    (the kernel then takes the f32 bias and adds it to its f32 sums) cast
-    once to the result type, tpuc's arithmetic (a half-float result would
-    want the bias rounded to f16/bf16);
+  - F16/BF16: without a bias the call as is; with one, where the call's
+    MM2 path runs and is the cheaper (`half_conv.fc_half_form`) the bias
+    rounded to the half type and a half result, TPU-MLIR's form: the chip
+    rounds the product, adds the bias and rounds again, which tpuc's
+    kernel computes; otherwise the result in f32 (the kernel then takes
+    the f32 bias and adds it to its f32 sums) cast once to the result type;
   - INT8 with one (multiplier, rshift) for all columns: the call's own
     requant (MultiplierShift, the op's round mode), the int32 bias from
     weight-reorder's merged table;
   - INT8 per column (tpuc quantizes a weight per output column) with one
     right shift (INT8 lowering gives a matmul's columns one) and an i8
     result: the call's requant with the columns' multipliers as a fourth
-    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul);
+    operand (`fuse_rq`, TPU-MLIR's per-channel MatMul); one row as two
+    (`two_rows`: with one the call is wrong);
   - INT8 per column otherwise (shifts that differ, a u8 result): the int32
     product and bias, transposed, requant_int per channel, transposed back
     (`per_column_fc`); with M = 1, or a relu the requant's saturation does
@@ -36,9 +39,11 @@ import math
 import numpy as np
 from xdsl.ir import Operation
 
+from tpuc.base.dtypes import ELEMENT_TYPES, to_storage
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
 from tpuc.ir.weights import read_weight
+from tpuc.kernels.half_conv import fc_half_form
 from tpuc.passes.native.context import (
     DTYPE_F32,
     NativeCall,
@@ -51,6 +56,7 @@ from tpuc.passes.native.context import (
 )
 from tpuc.passes.native.conv import (
     DTYPE_I32,
+    NPU_NUM,
     coeff_shape,
     coeff_table,
     input_zero_point_bias,
@@ -126,16 +132,21 @@ def right_spec(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
 
 def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
     """`backend_api_fc_global` with requant_mode −1. F16/BF16 with a bias:
-    the result in f32 (the kernel then takes lowering's f32 bias and adds it
-    to its f32 sums) cast once to the result type, tpuc's arithmetic; the
-    call's half-float result would want the bias in f16/bf16, rounded."""
+    the half form where `fc_half_form` says so, the bias rounded to the
+    half type and a half result (smallcnn's fc1, 1x2048x128: 13,404 cycles
+    against 35,379 for the f32 result and cast); otherwise the result in f32 (the kernel then
+    takes lowering's f32 bias and adds it to its f32 sums) cast once to the
+    result type, tpuc's arithmetic for that path."""
     spec = fc_spec(op, n)
     spec.have_bias = has_bias(op)
     inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
     dtype = dtype_name(op.operands[0])
-    if spec.have_bias:
+    half_bias = dtype != "f32" and spec.have_bias and fc_half_form(m, k, n)
+    if half_bias:
+        inputs.append(raw_spec(rounded_bias(op, ctx, dtype), dtype_code(op.results[0]), (1, n)))
+    elif spec.have_bias:
         inputs.append(ctx.spec(op.operands[2], (1, n)))
-    if dtype == "f32" or not spec.have_bias:
+    if dtype == "f32" or not spec.have_bias or half_bias:
         return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                          outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
     from tpuc.passes.native.f32 import cast_call
@@ -146,6 +157,13 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[
         ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[wide]),
         cast_call(ctx, op, wide, ctx.spec(op.results[0], (m, n)), (DTYPE_F32, code)),
     ]
+
+
+def rounded_bias(op: Operation, ctx: NativeContext, dtype: str) -> int:
+    """The address of lowering's f32 bias rounded to the half type `dtype`."""
+    bias = np.asarray(read_weight(op.operands[2].owner), np.float32).reshape(-1)
+    rounded = ELEMENT_TYPES[dtype].rounding(bias)
+    return ctx.coeffs.add(f"{op.names[0]}_bias_{dtype}", to_storage(rounded, dtype))
 
 
 def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[NativeCall]:
@@ -164,7 +182,7 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     clamps = dtype_name(op.results[0]) == "u8" and out_q is not None and out_q.zero_point == 0
     # the call requantizes per column itself: a symmetric i8 result (with
     # fuse_rq a u8 one fails the kernel's dtype check, and zero points
-    # differ from the TPU interpreter)
+    # differ from the TPU interpreter); one row runs as two (two_rows)
     fused = per_column and dtype_name(op.results[0]) == "i8" and symmetric(op)
     common = common_shift(table) if fused else None
     if common is not None:
@@ -192,7 +210,10 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu, spec.relu_limit = 0, -1.0
         out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
         fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
-        return [fc, *epilogue_calls(op, ctx, (m, n, 1, 1), channel_scales(table))]
+        # the columns along W, the rows over the lanes: on [M, N, 1, 1] each
+        # column's scale is a 4-byte plane (ppocr_rec's classifier, M = 40,
+        # N = 6,625: 3.0M vendor cycles, GDMA at 0.8 bytes a cycle)
+        return [fc, *epilogue_calls(op, ctx, (1, m, 1, n), channel_scales(table), axis=3)]
     if per_column:
         return per_column_fc(op, ctx, spec, inputs, table, (m, n))
     if common is not None:
@@ -205,8 +226,34 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     spec.round_mode = round_mode(op)
     if dtype_name(op.results[0]) == "u8":
         spec.if_relu = 1
+    if common is not None and m == 1:
+        return two_rows(op, ctx, spec, inputs, k, n)
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def two_rows(op: Operation, ctx: NativeContext, spec: FcGlobal, inputs: list[bytes],
+             k: int, n: int) -> list[NativeCall]:  # fmt: skip
+    """The fused per-column call on one row gives every column wrong values
+    (inception_v1's fc before its softmax, all 1000 differed from the
+    interpreter; with two rows or more it is exact): the row twice in a
+    scratch [2, K], the call on it, the first result row copied out. Two
+    1 KB copies cost far less than fc_as_conv (51.6k vendor cycles against
+    the call's ~20k at K = 1024, N = 1000)."""
+    from tpuc.passes.native.data import concat_call
+
+    x, y = op.operands[0], op.results[0]
+    rows_in, rows_out = ctx.scratch(2 * k + 2 * n, 0), ctx.scratch(2 * k + 2 * n, 1)
+    x_code, y_code = dtype_code(x), dtype_code(y)
+    row = ctx.spec(x, (1, k))
+    fc = ctx.call("backend_api_fc_global", spec, op,
+                  inputs=[raw_spec(rows_in, x_code, (2, k)), *inputs[1:]],
+                  outputs=[raw_spec(rows_out, y_code, (2, n))])  # fmt: skip
+    return [
+        concat_call(ctx, [row, row], raw_spec(rows_in, x_code, (2, k)), 0),
+        fc,
+        concat_call(ctx, [raw_spec(rows_out, y_code, (1, n))], ctx.spec(y, (1, n)), 1),
+    ]
 
 
 def symmetric(op: Operation) -> bool:
@@ -274,14 +321,30 @@ def transposed(src: bytes, dst: bytes) -> NativeCall:
     return NativeCall("backend_api_transpose_global", t.to_bytes(), [src], [dst])
 
 
+def lane_split(k: int) -> tuple[int, int]:
+    """(channels, width) with channels · width = K: the most input channels
+    up to the 64 lanes that divide K evenly. A [M, K, 1, 1] input puts one
+    byte in each channel, and the GDMA moves each as its own transfer
+    (resnet-style fc1, K = 2048: 38,824 of the layer's 47,097 cycles on
+    the input load); [M, 64, 1, K/64] moves 64 rows of K/64 bytes."""
+    channels = max(c for c in range(1, NPU_NUM + 1) if k % c == 0)
+    if channels < NPU_NUM // 2:  # K = 67: one channel 67 wide costs more (3,975 vs 2,887)
+        return k, 1
+    return channels, k // channels
+
+
 def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
                ) -> list[NativeCall]:  # fmt: skip
-    """INT8 with per-column requant: a 1x1 convolution of [M, K, 1, 1] by
-    the filter [N, K], the per-channel requant in the merged coefficient."""
+    """INT8 with per-column requant: a convolution of the M rows, each
+    viewed as [C, 1, K/C] (lane_split), by the filter [N, C, 1, K/C] (the
+    same products, summed over the same K), the per-channel requant in the
+    merged coefficient."""
+    channels, width = lane_split(k)
     spec = ConvGlobal()
     c = spec.common
-    c.groups = c.kh = c.kw = c.stride_h = c.stride_w = c.dh = c.dw = 1
-    c.input_c, c.output_c = k, n
+    c.groups = c.kh = c.stride_h = c.stride_w = c.dh = c.dw = 1
+    c.kw = width
+    c.input_c, c.output_c = channels, n
     c.if_relu = bool(op.value("do_relu"))
     c.upper_limit = relu_limit(op)
     c.round_mode = round_mode(op)
@@ -290,11 +353,11 @@ def fc_as_conv(op: Operation, ctx: NativeContext, m: int, k: int, n: int
     filt = weight.reshape(n, k) if op.value("right_transpose") else weight.reshape(k, n).T
     table = input_zero_point_bias(op, coeff_table(op, n), filt.reshape(n, k, 1))
     int8_spec(spec, op, table)
-    coeff = pack_int8(table, quant_of(op.results[0]).zero_point, filt.reshape(n, k, 1),
-                      depthwise=False)  # fmt: skip
+    coeff = pack_int8(table, quant_of(op.results[0]).zero_point,
+                      filt.reshape(n, channels, width), depthwise=False)  # fmt: skip
     addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
     weights = raw_spec(addr, dtype_code(op.operands[1]), coeff_shape(coeff, depthwise=False))
-    inputs = [ctx.spec(op.operands[0], (m, k, 1, 1)), weights]
+    inputs = [ctx.spec(op.operands[0], (m, channels, 1, width)), weights]
     outputs = [ctx.spec(op.results[0], (m, n, 1, 1))]
     return [ctx.call("backend_api_conv_global", spec, op, inputs=inputs, outputs=outputs)]
 

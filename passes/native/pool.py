@@ -52,7 +52,22 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
             if max(spec.kh, spec.kw) > MAX_INT8_SIDE or has_zero_point(op):
                 return int8_avg_as_conv(op, ctx)
             int8_avg(op, spec)
+            return int8_pool_call(op, ctx, spec)
     return [ctx.call("backend_api_pooling_global", spec, op)]
+
+
+def int8_pool_call(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
+    """The INT8 pooling call, a global pool over many channels on
+    pool_conv.lanes_view's view (the window stepping H rows down): the
+    same sums, stored in bursts of R bytes instead of one per channel."""
+    from tpuc.passes.native.pool_conv import lanes_view
+
+    view = lanes_view(op)
+    if view is None:
+        return [ctx.call("backend_api_pooling_global", spec, op)]
+    spec.stride_h, spec.stride_w = spec.kh, 1
+    inputs, outputs = [ctx.spec(op.operands[0], view[0])], [ctx.spec(op.results[0], view[1])]
+    return [ctx.call("backend_api_pooling_global", spec, op, inputs, outputs)]
 
 
 MAX_INT8_SIDE = 7  # the widest window side measured bit-exact on the chip model
@@ -74,10 +89,14 @@ def half_via_f32(op: Operation, ctx: NativeContext, spec) -> list[NativeCall]:
     """The pooling in f32 between casts (scratch), rounded once to the half
     type (to nearest even), as the interpreter computes it."""
     from tpuc.passes.native.f32 import between_casts
+    from tpuc.passes.native.pool_conv import lanes_view
 
+    view = lanes_view(op) if spec.is_global_pooling else None
+    if view is not None:
+        spec.is_global_pooling, spec.stride_h, spec.stride_w = 0, spec.kh, 1
     return between_casts(op, ctx, lambda wide_in, wide_out: [
         ctx.call("backend_api_pooling_global", spec, op, [wide_in], [wide_out])
-    ])  # fmt: skip
+    ], view)  # fmt: skip
 
 
 def has_zero_point(op: Operation) -> bool:

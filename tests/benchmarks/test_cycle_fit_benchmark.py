@@ -1,6 +1,6 @@
 """benchmarks/cycle_fit.py: the stored vendor figures cover the suite, and
-tpuc's fitted model meets the calibration target on the classes it was
-fitted for (docs/cost.md "Calibration"): median absolute error <= 15%.
+tpuc's fitted model meets the calibration target on every op class
+(docs/cost.md "Calibration"): median absolute error <= 15%, none above 50%.
 The vendor figures are the chip data in tpuc/target/chips/bm1684x_cycle_suite.json,
 measured with the vendor library (benchmarks/cycle_fit.py without --stored)."""
 
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "cycle_fit.py"
-FITTED = ("conv", "dwconv", "matmul", "add", "mul", "act", "softmax", "cast", "move")
-"""Every class but pool (the median is met; checked too)."""
+CLASSES = ("conv", "dwconv", "matmul", "add", "mul", "pool", "act", "softmax", "cast", "move")
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +33,18 @@ def test_stored_figures_cover_the_suite(cycle_fit):
             assert stored.get((case.name, mode), 0) > 0, f"{case.name} {mode}"
 
 
-@pytest.mark.parametrize("cls", [*FITTED, "pool"])
-def test_median_error_within_target(cycle_fit, cls):
+def test_every_class_is_checked(cycle_fit):
+    assert {c.cls for c in cycle_fit.suite()} == set(CLASSES)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_error_within_target(cycle_fit, cls):
     stored = cycle_fit.stored()
-    cases = [c for c in cycle_fit.suite() if c.cls == cls]
-    errors = []
-    for case in cases:
+    errors = {}
+    for case in (c for c in cycle_fit.suite() if c.cls == cls):
         for mode in cycle_fit.MODES:
             own, chip = cycle_fit.measure(case, mode, stored)
-            errors.append(cycle_fit.error(own, chip))
-    assert statistics.median(errors) <= 0.15, f"{cls}: {errors}"
+            errors[case.name, mode] = cycle_fit.error(own, chip)
+    assert statistics.median(errors.values()) <= 0.15, f"{cls}: {errors}"
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= 0.50, f"{cls}: {worst} off by {errors[worst]:.0%}"

@@ -196,3 +196,30 @@ def test_half_cast_refuses_a_round_mode_the_chip_lacks(tmp_path, vendor):
     with pytest.raises(TpucError, match=r"tpu.Cast .*round_mode HalfUp") as info:
         run_both(tmp_path, mlir, table, "F16", vendor, tweak=with_cast_round_mode("HalfUp"))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("half", ["F16", "BF16"])
+def test_int8_net_with_a_half_layer_is_bit_exact(tmp_path, vendor, half):
+    """An INT8 network with one layer kept in a half type (as auto mix keeps
+    ppocr_det's p2o.Add.15/19): the INT8 -> half dequantize and the half ->
+    INT8 quantize compute in the half type on the chip (chip_cast.py), so
+    the output is bit for bit the interpreter's — every int8 value through
+    both casts, at scales whose products are not half-exact."""
+    x = np.linspace(-3.0, 3.0, 1 * 8 * 16 * 16, dtype=np.float32).reshape(1, 8, 16, 16)
+    nodes = [
+        helper.make_node("Mul", ["x", "k"], ["m"], name="scale_in"),
+        helper.make_node("Add", ["m", "c"], ["a"], name="half_add"),
+        helper.make_node("Mul", ["a", "k2"], ["y"], name="scale_out"),
+    ]
+    inits = [numpy_helper.from_array(np.float32(1.37), "k"),
+             numpy_helper.from_array(np.float32(-0.5466), "c"),
+             numpy_helper.from_array(np.float32(0.73), "k2")]  # fmt: skip
+    save_onnx(tmp_path / "h.onnx", nodes, [("x", x.shape)], ["y"], inits)
+    np.savez(tmp_path / "in.npz", x=x)
+    (tmp_path / "samples").mkdir()
+    np.savez(tmp_path / "samples" / "s0.npz", x=x)
+    mlir, table = calibrate(tmp_path, "h")
+    qtable = tmp_path / "qtable"
+    qtable.write_text(f"a {half}\n")  # layers are named by their output
+    got, expected = run_both(tmp_path, mlir, table, "INT8", vendor, qtable=str(qtable))
+    check(got, expected, "INT8")

@@ -1,7 +1,8 @@
 """MatMul with a weight right operand through the vendor's fc call
 (`backend_api_fc_global`, TPU-MLIR's MatMul.cpp) against tpuc's TPU
 interpreter, bit for bit in every mode:
-- F16/BF16 with a bias: the f32 product plus the f32 bias, cast once;
+- F16/BF16 with a bias: the product rounded to the half type plus the
+  bias rounded to it (the call's MM2 path, test_half_fc.py);
 - INT8 whose columns share one multiplier (weights scaled alike per
   column): the call's own requant;
 - INT8 per column (tpuc's per-column weight scales): the call's own
@@ -82,3 +83,27 @@ def test_fc_call(tmp_path, case):
     assert "backend_api_fc_global" in used and function in used
     # per column: the multipliers in the call (fuse_rq), no transposes, no requant pass
     assert used == {"backend_api_fc_global"} or mode != "INT8"
+
+
+@pytest.mark.parametrize("k, bound", [(2048, 12_000), (1000, 6_000), (67, 3_000)])
+def test_fc_as_conv_rows_over_lanes(tmp_path, k, bound):
+    """M = 1, per-column requant, ReLU (fc_as_conv): the row goes to the
+    convolution as [C, 1, K/C] over the lanes, bit for bit. Whole-net vendor
+    cycles (input cast, fc, output cast), measured 2026-11-27 with the row as
+    [K, 1, 1] before: K = 2048, N = 128: 48,415 (the fc alone 47,097;
+    TPU-MLIR 1.30.2's smallcnn fc1 10,944) -> 10,804; K = 1000, N = 64:
+    22,835 -> 5,132; K = 67 (prime: kept as [K, 1, 1]) 2,887."""
+    from native_models import native_run_and_cycles
+
+    rng = np.random.default_rng(0)
+    n = 128 if k == 2048 else 64 if k == 1000 else 32
+    w = (rng.standard_normal((k, n)) * 0.05).astype("f4")
+    b = rng.standard_normal(n).astype("f4")
+    nodes = [node("Gemm", ["a", "w", "b"], ["c"]), node("Relu", ["c"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    feeds = {"a": rng.standard_normal((1, k)).astype("f4")}
+    run, cycles = native_run_and_cycles(
+        tmp_path, nodes, feeds, ["y"], "INT8", inits, all_global=True
+    )
+    matches(run.got, run.expected, "INT8")
+    assert cycles < bound

@@ -212,7 +212,7 @@ def test_plan_slices_memory_and_timesteps(chain):
 
 def test_plan_refuses_what_it_cannot_slice(chain):
     from tpuc.base.errors import TpucError
-    from tpuc.passes.native.context import NativeContext, NotExpressible
+    from tpuc.passes.native.context import NativeContext
     from tpuc.passes.native.local.chain import plan_chain
 
     work, mlir, table = chain
@@ -220,19 +220,18 @@ def test_plan_refuses_what_it_cannot_slice(chain):
     ctx = NativeContext(module)
     with pytest.raises(TpucError, match="cannot cut 1 images x 20 rows into 1 x 21"):
         plan_chain(ops, ctx, hsecs=21)
-    cast = next(o for o in next(iter(module.ops)).body.block.ops if o.name == "tpu.Cast")
-    with pytest.raises(NotExpressible, match="tpu.Cast .*no local rule"):
-        plan_chain([cast], ctx)
+    casts = [o for o in next(iter(module.ops)).body.block.ops if o.name == "tpu.Cast"]
+    plan_chain([casts[-1]], ctx)  # the output's dequantization is local now (INT8 -> f32)
 
 
-def test_float_depthwise_is_refused(depthwise):
-    from tpuc.passes.native.context import NativeContext, NotExpressible
-    from tpuc.passes.native.local.chain import plan_chain
-
-    work, mlir, table = depthwise
-    module, _, _, ops = lowered(work, mlir, table, "F16")
-    with pytest.raises(NotExpressible, match="float depthwise"):
-        plan_chain(ops, NativeContext(module))
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_depthwise_chain(depthwise, vendor, mode):
+    """Half-float depthwise convolutions in f32 between local casts
+    (local/half_depthwise.py), in 3 H slices: the global rule's detour, bit
+    for bit."""
+    real, group, glob, expected, _ = run_group(depthwise, mode, lambda ops: ops, 3, vendor)
+    check(real, expected, mode)
+    same(group, glob)
 
 
 def test_sec_info_is_the_headers_local_sec_info_t():
@@ -240,3 +239,22 @@ def test_sec_info_is_the_headers_local_sec_info_t():
 
     assert ctypes.sizeof(SecInfo) == 96
     assert SecInfo.hw_margins_opdA.offset == 68 and SecInfo.out_addr.offset == 88
+
+
+def test_three_ic_follows_tpu_mlirs_choice(chain, pools, depthwise):
+    """use_3ic_optimize as TPU-MLIR's INT8 weight reorder picks it: kh and kw
+    folded when ic·kh·kw <= 64 (3), kh when ic·kh <= 64 (1); none for
+    depthwise or float convolutions."""
+    from tpuc.dialects import tpu
+    from tpuc.passes.native.local.ops import three_ic, three_ic_filter
+
+    def convs(fixture, mode):
+        work, mlir, table = fixture
+        return [op for op in lowered(work, mlir, table, mode)[3] if isinstance(op, tpu.Conv2DOp)]
+
+    assert [three_ic(op) for op in convs(chain, "INT8")] == [1, 1]  # ic 8 and 16, 3x3
+    assert [three_ic(op) for op in convs(pools, "INT8")] == [3, 1]  # ic 3 and 16, 3x3
+    assert [three_ic(op) for op in convs(depthwise, "INT8")] == [1, 0, 0]
+    assert [three_ic(op) for op in convs(chain, "F16")] == [0, 0]
+    op = convs(pools, "INT8")[0]
+    assert three_ic_filter(op, 3).shape == (16, 27, 1)  # [oc, ic·kh·kw, 1], same order

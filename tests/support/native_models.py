@@ -166,9 +166,20 @@ class Run(NamedTuple):
 
 
 def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
-                     opset: int = 14, asymmetric: bool = False) -> Run:  # fmt: skip
+                     opset: int = 14, asymmetric: bool = False,
+                     tweak: Callable | None = None) -> Run:  # fmt: skip
     """The model (tmp/m.onnx, its inputs the feeds) converted, calibrated on
-    the feeds (INT8), lowered, run by the TPU interpreter and natively."""
+    the feeds (INT8), lowered (then `tweak(module)`), run by the TPU
+    interpreter and natively."""
+    return native_run_and_cycles(tmp, nodes, feeds, outputs, mode, inits, opset, asymmetric,
+                                 tweak=tweak)[0]  # fmt: skip
+
+
+def native_run_and_cycles(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
+                          opset: int = 14, asymmetric: bool = False, all_global: bool = False,
+                          tweak: Callable | None = None) -> tuple[Run, int]:  # fmt: skip
+    """native_vs_interp's Run and the vendor library's cycles for the whole
+    native net (`all_global`: every op a global layer, no layer groups)."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.interp.tpu_interpreter import run_tpu
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -184,11 +195,13 @@ def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=()
     run_passes(module, transform_passes())
     table = cali_table(tmp, module, store, feeds) if mode == "INT8" else None
     lower(module, "bm1684x", mode, asymmetric=asymmetric, cali_table=table)
+    if tweak is not None:
+        tweak(module)
     kinds = {op.name for op in next(iter(module.ops)).body.block.ops}
     expected = run_tpu(module, store, feeds)
-    compiled = native_codegen(module, store, "bm1684x", paths)
+    compiled = native_codegen(module, store, "bm1684x", paths, disable_layer_group=all_global)
     got = run_native_check(compiled.bmodel, feeds, paths)
-    return Run(got, expected, kinds, check_kind(mode, False, module)[0])
+    return Run(got, expected, kinds, check_kind(mode, False, module)[0]), compiled.cycles
 
 
 def within(got: dict, expected: dict, bound: float | None) -> None:

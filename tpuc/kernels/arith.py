@@ -1,9 +1,10 @@
 """Integer elementwise arithmetic with requant: Add, Sub, Mul, Concat.
 
-Add/Sub scale each input by its own multiplier (the lowering shares one
-rshift), Mul multiplies the centered inputs and requantizes once, Concat
-requantizes each input to the output's parameters (a plain copy when that
-is the identity). See dialects/tpu/ops.py for each op's contract.
+Add/Sub scale each input by its own multiplier and, where the chip rounds
+each term (bm168x's bcbinary ADD/SUB), its own rshift, then apply the one
+shared rshift (0 in that form) to the sum; Mul multiplies the centered
+inputs and requantizes once, Concat requantizes each input to the output's
+parameters (a plain copy when that is the identity). See dialects/tpu/ops.py for each op's contract.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from tpuc.kernels.requant import Requant, centered, relu_int, requant_output
 
 @dataclass(frozen=True)
 class Eltwise:
-    """Add/Sub: per-input multipliers, then `requant` (its one rshift, Z_out,
-    ReLU, saturation). Mul: `requant` with its own multiplier."""
+    """Add/Sub: per-input multipliers and rshifts (each term rounded on its
+    own by `requant.round_mode`; () or all 0: exact terms), then `requant`
+    (its one rshift on the sum, Z_out, ReLU, saturation). Mul: `requant`
+    with its own multiplier."""
 
     inputs: tuple[Element, ...]
     requant: Requant
     multipliers: tuple[int, ...] = ()
+    rshifts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,22 +56,27 @@ def shifted_output(p: Requant, acc: Array) -> Array:
     return saturate(relu_int(p.relu, q, p.out), p.out.qmin, p.out.qmax)
 
 
+def term(p: Eltwise, i: int, x: Array) -> Array:
+    """Input i's term: round((q_i − Z_i)·multiplier[i] / 2^rshifts[i])."""
+    scaled = int_centered(x, p.inputs[i]) * np.int64(p.multipliers[i])
+    shift = p.rshifts[i] if p.rshifts else 0
+    return rounding_rshift(scaled, shift, p.requant.round_mode) if shift else scaled
+
+
 def add(p: Eltwise, *args: Array) -> Array:
-    """Σ_i (q_i − Z_i)·multiplier[i] >> rshift (numpy broadcasting)."""
+    """Σ_i term_i >> rshift (numpy broadcasting)."""
+    if len(args) != len(p.multipliers):
+        raise ValueError(f"{len(args)} inputs for {len(p.multipliers)} multipliers")
     acc = None
-    for x, element, m in zip(args, p.inputs, p.multipliers, strict=True):
-        term = int_centered(x, element) * np.int64(m)
-        acc = term if acc is None else acc + term
+    for i, x in enumerate(args):
+        acc = term(p, i, x) if acc is None else acc + term(p, i, x)
     return shifted_output(p.requant, acc)
 
 
 def sub(p: Eltwise, lhs: Array, rhs: Array) -> Array:
-    """(lhs − Z_l)·multiplier[0] − (rhs − Z_r)·multiplier[1] >> rshift."""
-    m0, m1 = p.multipliers
-    acc = int_centered(lhs, p.inputs[0]) * np.int64(m0) - int_centered(rhs, p.inputs[1]) * np.int64(
-        m1
-    )
-    return shifted_output(p.requant, acc)
+    """(term_0 − term_1) >> rshift: the subtrahend is rounded before its sign
+    is applied, as the chip's SUB does."""
+    return shifted_output(p.requant, term(p, 0, lhs) - term(p, 1, rhs))
 
 
 def mul(p: Eltwise, *args: Array) -> Array:

@@ -7,7 +7,9 @@ cut in blocks of 32; for each block (outer loop) and each kernel position
 cuts each toward zero to a multiple of 2^(E-24) (E: the exponent of the
 largest |product| of the unit), rounds their exact sum to f32 (to nearest
 even) and adds it to the accumulator (f32, to nearest even). The result is
-rounded to the half type once, at the end. A matmul by a weight is the 1x1
+rounded to the half type once, at the end. A convolution with few input
+channels takes TPU-MLIR's 3ic fold (`three_ic_mode`): kernel rows, columns
+or both become input channels of the units (`folded`). A matmul by a weight is the 1x1
 convolution the native target makes of it (the rows as pixels); a batch
 matmul of two activations (no bias) sums each dot product the same way
 (tests/native/test_half_conv.py).
@@ -52,6 +54,7 @@ class HalfConv:
 
     attrs: ConvAttrs
     element: Element
+    fold: bool = True  # the 3ic fold (`three_ic_mode`); a transposed conv's has none
 
 
 @dataclass(frozen=True)
@@ -241,17 +244,81 @@ def conv(p: HalfConv, x: Array, w: Array, b: Array | None = None) -> Array:
     wk = w.reshape(groups, og, cg, k)
     half = Half.of(p.element, x, w)
     y = np.empty((n, oc, pixels), np.float32)
+    plane = kernel if len(kernel) == 2 else (kernel[0], 1)  # 1-D: the native target's [k, 1]
+    folds = p.fold and groups == 1 and len(kernel) <= 2
+    mode = three_ic_mode(cg, *plane) if folds else 0
     for i in range(n):
         for gi in range(groups):
             cols = view[i, gi * cg : (gi + 1) * cg].reshape(cg, k, pixels)
             rows = slice(gi * og, (gi + 1) * og)
-            y[i, rows] = accumulate(cols, wk[gi], bias[rows], half)
+            fc, fw = folded(cols, wk[gi], mode, plane)
+            y[i, rows] = accumulate(fc, fw, bias[rows], half)
     return finish(y.reshape((n, oc) + out), p.attrs.relu_limit(), half.rounder)
+
+
+def fc_half_form(rows: int, k: int, n: int) -> bool:
+    """Whether tpuc's native target gives an F16/BF16 fc with a bias (M =
+    `rows`, K, N) TPU-MLIR's half form, a half bias and a half result,
+    whose vendor call (`backend_api_fc_global`) then runs MM2: the product
+    rounded to the half type first, the bias added to it. The call takes
+    MM2 unless N > 256·M (probed on the vendor's chip model: M = 1 switches
+    above N = 256, M = 2 above 512, M = 3 above 768, M = 8 above 2048);
+    its other path starts the f32 accumulator at the bias, as a
+    convolution does, which tpuc's f32 form (an f32 result, cast) does
+    too. MM2 costs more for narrow results (its weight rows are short
+    moves): the half form only where it is the cheaper one on the vendor's
+    cycles, N ≥ 48 or M ≥ 2 with M·K ≥ 2048 (tests/native/test_half_fc.py)."""
+    if n > 256 * rows:
+        return False
+    return n >= 48 or (rows >= 2 and rows * k >= 2048)
+
+
+IC_PARALLEL_16 = 32  # 16-bit input channels one lane multiplies at once (BM1684X)
+
+
+def three_ic_mode(ic: int, kh: int, kw: int) -> int:
+    """TPU-MLIR 1.30.2's `use_3ic_optimize` fold of an ungrouped 16-bit
+    convolution (its 8-bit rule over 32 input channels instead of 64): 3
+    folds kh and kw into the input channels, 2 kw (the taps then run over
+    kh), 1 kh; 0 none. The native target passes the flag to the kernel,
+    whose dot-product units then take the folded channels: one unit sums
+    what were several taps (tests/native/test_half_3ic.py)."""
+    return fold_mode(ic, kh, kw, IC_PARALLEL_16)
+
+
+def fold_mode(ic: int, kh: int, kw: int, parallel: int) -> int:
+    """TPU-MLIR's 3ic choice for a lane that multiplies `parallel` input
+    channels at once (64 int8, 32 16-bit): 3, 2, 1 or 0 as above."""
+    if ic * kh * kw <= parallel and kh > 1 and kw > 1:
+        return 3
+    if ic * kw <= parallel and kw > 1 and (kh < kw or ic * kh > parallel):
+        return 2
+    if ic * kh <= parallel and kh > 1:
+        return 1
+    return 0
+
+
+def folded(cols: Array, w: Array, mode: int, kernel: tuple[int, ...]) -> tuple[Array, Array]:
+    """cols [C, K, P] and w [O, C, K] with the 3ic `mode`'s kernel dims
+    folded into the channels: the units and taps the chip sums."""
+    if not mode:
+        return cols, w
+    c, _, p = cols.shape
+    o = w.shape[0]
+    kh, kw = kernel
+    if mode == 3:
+        return cols.reshape(c * kh * kw, 1, p), w.reshape(o, c * kh * kw, 1)
+    if mode == 1:
+        return cols.reshape(c * kh, kw, p), w.reshape(o, c * kh, kw)
+    cols = cols.reshape(c, kh, kw, p).transpose(0, 2, 1, 3).reshape(c * kw, kh, p)
+    return cols, w.reshape(o, c, kh, kw).transpose(0, 1, 3, 2).reshape(o, c * kw, kh)
 
 
 def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     """x [..., K] @ r [K, N] ([N, K] when transposed) + bias, as the chip's
-    1x1 convolution over the rows of x computes it, rounded."""
+    fc computes it, rounded: the 1x1 convolution over the rows of x; with a
+    bias in the half form (`fc_half_form`) the product rounded to the half
+    type, then the bias rounded to it added and the sum rounded."""
     x, r = f32(x), f32(r)
     r = r.reshape(r.shape[-2:])
     w = r if p.attrs.right_transpose else r.T  # [N, K]
@@ -259,7 +326,11 @@ def matmul(p: HalfMatMul, x: Array, r: Array, b: Array | None = None) -> Array:
     rows = x.reshape(-1, k)
     bias = np.zeros(n, np.float32) if b is None else f32(b).reshape(n)
     half = Half.of(p.element, x, w)
-    acc = accumulate(rows.T[:, None, :], w[:, :, None], bias, half)
+    after = b is not None and fc_half_form(rows.shape[0], k, n)
+    start = np.zeros(n, np.float32) if after else bias
+    acc = accumulate(rows.T[:, None, :], w[:, :, None], start, half)
+    if after:  # two half values: their f32 sum rounds to the half type as their exact sum
+        acc = half.rounder(acc) + half.rounder(bias)[:, None]
     limit = ConvAttrs(relu=p.attrs.relu).relu_limit()
     return finish(acc.T.reshape(x.shape[:-1] + (n,)), limit, half.rounder)
 

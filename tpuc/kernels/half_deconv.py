@@ -78,5 +78,5 @@ def deconv(p: HalfDeconv, x: Array, w: Array, b: Array | None = None) -> Array:
         return f32(half_rounder(p.element)(float_conv.deconv(p.attrs, x, w, b)))
     xi, pads = as_conv(p.attrs, x, kernel)
     attrs = replace(p.attrs.attrs, strides=(), pads=pads)
-    conv = half_conv.HalfConv(attrs, p.element)
+    conv = half_conv.HalfConv(attrs, p.element, fold=False)
     return half_conv.conv(conv, xi, flipped_filter(w, groups), b)

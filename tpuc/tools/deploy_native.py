@@ -108,16 +108,27 @@ def chip_exact(op) -> bool:
     return isinstance(op, tpu.SoftmaxOp) and not op.value("log")
 
 
+def _layers(ops, group_class):
+    """The ops in order, a layer group's own layers in its place (a group
+    that stores a dequantized f32 result computes nothing in float)."""
+    for op in ops:
+        if isinstance(op, group_class):
+            yield from op.layers()
+        else:
+            yield op
+
+
 def float_ops(module) -> list[str]:
     """Ops of an INT8 module that compute in float (not casts, not the ops
     `chip_exact` names): the chip's float units round in their own order, so
     they cannot match bit for bit."""
     from tpuc.dialects import top, tpu
+    from tpuc.dialects.tpu.group import GroupOp
     from tpuc.ir.core import main_function
     from tpuc.passes.native.context import is_float
 
     found = []
-    for op in main_function(module).body.block.ops:
+    for op in _layers(main_function(module).body.block.ops, GroupOp):
         if isinstance(op, tpu.CastOp | top.InputOp | top.WeightOp | top.NoneOp) or chip_exact(op):
             continue
         if op.results and hasattr(op.results[0].type, "element_type") and is_float(op.results[0]):

@@ -426,6 +426,7 @@ def deploy(req: Request) -> int:
             req.qtable,
             source=str(req.mlir),
             before=lambda passes: say(f"lowering: {pipeline_text(passes)}"),
+            float_epilogue=req.codegen != "native",  # the native target lowers as TPU-MLIR
         )
         stages.done("lower")
         tpu_outputs = output_names(data.module)  # before strip-io-quant renames them

@@ -73,18 +73,20 @@ def lower(
     *,
     source: str = "module",
     before: Callable[[list[ModulePass]], None] | None = None,
+    float_epilogue: bool = True,
 ) -> None:
     """Lower a TOP_F32 module (weights attached) in place to TPU_LOWERED.
 
     `before(passes)` is called once the request is checked, before the
-    first pass runs (the tool prints the pipeline)."""
+    first pass runs (the tool prints the pipeline). `float_epilogue`: see
+    ConvertTopToTpuPass (false for the native target)."""
     from tpuc.ir.qtable import read_qtable
     from tpuc.workflow.pipeline import deploy_passes, run_passes
 
     check_state(module, source)
     table = read_qtable(qtable, module) if qtable is not None else {}
     target, mode = check_target(chip, mode, asymmetric, cali_table is not None, table)
-    passes = deploy_passes(target.name, mode, asymmetric, cali_table, qtable)
+    passes = deploy_passes(target.name, mode, asymmetric, cali_table, qtable, float_epilogue)
     if before is not None:
         before(passes)
     run_passes(module, passes)

@@ -57,12 +57,16 @@ def lower_passes(
     mode: str,
     asymmetric: bool = False,
     qtable: str | os.PathLike[str] | None = None,
+    float_epilogue: bool = True,
 ) -> list[ModulePass]:
-    """TOP -> TPU_LOWERED for `chip` in `mode` (layers of `qtable` in theirs)."""
+    """TOP -> TPU_LOWERED for `chip` in `mode` (layers of `qtable` in theirs;
+    `float_epilogue`: see ConvertTopToTpuPass)."""
     return [
         get_pass("processor-assign")(chip=chip, mode=mode),
         get_pass("convert-top-to-tpu")(
-            qtable=str(qtable) if qtable is not None else "", asymmetric=asymmetric
+            qtable=str(qtable) if qtable is not None else "",
+            asymmetric=asymmetric,
+            float_epilogue=float_epilogue,
         ),
         get_pass("canonicalize")(),
     ]
@@ -74,10 +78,11 @@ def deploy_passes(
     asymmetric: bool = False,
     cali_table: str | os.PathLike[str] | None = None,
     qtable: str | os.PathLike[str] | None = None,
+    float_epilogue: bool = True,
 ) -> list[ModulePass]:
     """calibrate-import (when a table is given), then lower: TOP_F32 -> TPU_LOWERED."""
     passes = calibrate_import_passes(cali_table, asymmetric) if cali_table is not None else []
-    return passes + lower_passes(chip, mode, asymmetric, qtable)
+    return passes + lower_passes(chip, mode, asymmetric, qtable, float_epilogue)
 
 
 def finalize_passes(

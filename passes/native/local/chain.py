@@ -18,6 +18,17 @@ from xdsl.ir import Operation
 from tpuc.base.errors import TpucError
 from tpuc.passes.native.cast import nchw
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
+from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
+    concat,
+    const,
+    half_depthwise,
+    lut,
+    mul,
+    pool_wide,
+    quantize,
+    wide,
+)
+from tpuc.passes.native.local.costs import Guesses
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -29,6 +40,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
+from tpuc.passes.native.local.prefetch import estimate, unsliced_timesteps
 
 
 def _label(op: Operation) -> str:
@@ -67,7 +79,10 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
         for index, operand in enumerate(op.operands):
             if operand not in slices and not _is_activation(operand):
                 continue
-            wanted = [rule.backward(op, s) if index == 0 else s for s in slices[result]]
+            wanted = [
+                _broadcast(operand, result, rule.backward(op, s) if index == 0 else s)
+                for s in slices[result]
+            ]
             known = slices.setdefault(operand, wanted)
             if known != wanted:
                 raise TpucError(
@@ -77,6 +92,18 @@ def _backward(ops: Sequence[Operation], outputs, nsecs: int, hsecs: int) -> dict
     return slices
 
 
+def _broadcast(operand, result, wanted: Slice) -> Slice:
+    """An operand of one image or one row under a result of more (a
+    squeeze-excite scale [N, C, 1, 1] times [N, C, H, W]) holds that image
+    or row for every slice."""
+    (n, _, h, _), (rn, _, rh, _) = nchw(operand), nchw(result)
+    if n == 1 and rn > 1:
+        wanted = Slice(0, 1, wanted.h_idx, wanted.h_slice)
+    if h == 1 and rh > 1:
+        wanted = Slice(wanted.n_idx, wanted.n_slice, 0, 1)
+    return wanted
+
+
 def _is_activation(value) -> bool:
     from tpuc.dialects import top
 
@@ -84,24 +111,33 @@ def _is_activation(value) -> bool:
 
 
 def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
-               nsecs: int = 1, packed: bool = True) -> GroupPlan:  # fmt: skip
+               nsecs: int = 1, packed: bool = True, costs=None, fine: bool = False
+               ) -> GroupPlan:  # fmt: skip
     """The plan of `ops` (in program order) with their outputs cut into
     nsecs x hsecs slices (`packed=False`: refuse when its buffers cannot
-    each have banks of their own); raises NotExpressible for an op without a local
-    form, TpucError when the slicing or local memory does not work out."""
+    each have banks of their own; `costs`: what an unsliced group's
+    timesteps are planned with, costs.Guesses by default; `fine`: sweep
+    FINE_BUDGETS instead of PREFETCH_BUDGETS); raises
+    NotExpressible for an op without a local form, TpucError when the
+    slicing or local memory does not work out."""
     ops = list(ops)
-    for op in ops:
-        rule_of(op).coeffs(op, ctx)  # refuses forms without a local rule first
+    coeffs = [rule_of(op).coeffs(op, ctx) for op in ops]  # refuses forms without a local rule
+    planes = [op for op in ops if not rule_of(op).splits_h(op)]
+    if hsecs > 1 and planes:
+        raise TpucError(f"{_label(planes[0])} needs its whole input plane: its group is not "
+                        "cut along H")  # fmt: skip
     inputs, outputs = group_values(ops)
     slices = _backward(ops, outputs, nsecs, hsecs)
     tensors = {v: _activation(v, s) for v, s in slices.items()}
     plan = GroupPlan([LocalOp(op) for op in ops], tensors, nsecs, hsecs, packed=packed)
-    for op in ops:
-        for index, coeff in enumerate(rule_of(op).coeffs(op, ctx)):
+    for op, op_coeffs in zip(ops, coeffs, strict=True):
+        for index, coeff in enumerate(op_coeffs):
             key = (op, index)
-            whole = Slice(0, coeff.dims[0], 0, coeff.dims[2])
-            plan.tensors[key] = LocalTensor(key, coeff.dims, ELEMENT_BYTES[coeff.dtype],
-                                            (whole,), eu_align=False)  # fmt: skip
+            dims = coeff.moved or coeff.dims
+            whole = Slice(0, dims[0], 0, dims[2])
+            plan.tensors[key] = LocalTensor(key, dims, ELEMENT_BYTES[coeff.dtype],
+                                            (whole,), eu_align=False,
+                                            lanes_copy=coeff.lanes_copy)  # fmt: skip
             plan.inputs.append(key)
     plan.inputs = list(inputs) + plan.inputs
     plan.outputs = list(outputs)
@@ -110,8 +146,54 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
+    if plan.steps == 1:
+        if fine:
+            return _unsliced(plan, costs or Guesses(), FINE_BUDGETS)
+        return _unsliced(plan, costs or Guesses(), PREFETCH_BUDGETS, first=True)
     allocate(plan)
     plan.timesteps = chain_timesteps(plan)
+    return plan
+
+
+PREFETCH_BUDGETS = (0.8, 0.6, 0.0)
+"""Shares of a lane an unsliced group's early loads may fill (prefetch.py),
+tried in turn during the search until the buffers pack; 0: each load in the
+timestep before its reader."""
+FINE_BUDGETS = (*(round(0.95 - 0.01 * i, 2) for i in range(46)), 0.0)
+"""The sweep for a group the search keeps (`fine`): the greedy's cycles jump
+with the budget (resnet50's 70-op group: 554,688 at 0.80, 540,032 at 0.82,
+611,265 at 0.78 by the estimate), so a kept group tries every step."""
+
+
+def _unsliced(plan: GroupPlan, costs, budgets, first: bool = False) -> GroupPlan:
+    """An unsliced group's loads spread over the earlier ops' timesteps and
+    its buffers packed by lifetime (prefetch.py): of the budgets whose
+    buffers pack, the table with the fewest estimated cycles (the sum over
+    timesteps of the larger of their TIU and GDMA times; more prefetch is
+    not always better, as it cuts the timesteps differently); `first`: the
+    first that packs (the search's thousands of candidates)."""
+    failure, best, seen = None, None, set()
+    for budget in budgets:
+        rows, lifetimes = unsliced_timesteps(plan, budget, costs)
+        table = tuple(tuple((i.kind, id(i.target)) for i in row) for row in rows)
+        if table in seen:
+            continue  # another budget gave the same table
+        seen.add(table)
+        try:
+            allocate(plan, lifetimes)
+        except TpucError as exc:
+            failure = exc
+            continue
+        if first:
+            plan.timesteps = rows
+            return plan
+        guess = estimate(plan, rows, costs)
+        if best is None or guess < best[0]:
+            best = (guess, rows, lifetimes)
+    if best is None:
+        raise failure
+    allocate(plan, best[2])
+    plan.timesteps = best[1]
     return plan
 
 

@@ -49,8 +49,13 @@ def local_strides(tensor: LocalTensor, n: int, h: int) -> tuple[int, int, int, i
 
 def move(tensor: LocalTensor, global_addr: int, dtype: str, step: int, direction: int,
          name: str) -> tuple:  # fmt: skip
-    """One tensor_stride_move_gen_cmd of the tensor's slice for `step`."""
+    """One tensor_stride_move_gen_cmd of the tensor's slice for `step` (a
+    plane every lane reads: one tensor_broadcast_move_gen_cmd to all lanes)."""
     _, c, h, w = tensor.dims
+    if tensor.lanes_copy:
+        args = (global_addr, 0, tensor.addr_at(step), 0, 1, h, w, c, 0, 0, 0, 0,
+                GDMA_FORMATS[dtype], 0, S2L)  # fmt: skip
+        return ("bcast", name, args)
     s = tensor.slice_at(step)
     g = (c * h * w, h * w, w, 1)
     local = local_strides(tensor, s.n_slice, s.h_slice)

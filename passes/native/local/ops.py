@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from xdsl.ir import Operation
 
@@ -31,7 +32,8 @@ from tpuc.passes.native.context import (
     is_float,
     quant_of,
 )
-from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan, Slice
+from tpuc.passes.native.local.plan import EU_BYTES, NPU_NUM, GroupPlan, Slice
+from tpuc.passes.native.three_ic import folded_filter, three_ic_mode
 from tpuc.target.vendor.params import BcBinaryLocal, ConvLocal, PoolingLocal, TensorSpec
 
 ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32": 4, "i32": 4,
@@ -84,14 +86,45 @@ class Coeff:
     addr: int
     dims: tuple[int, int, int, int]
     dtype: str
+    lanes_copy: bool = False  # one plane for every lane (dims[1] = lanes), read with C stride 0
+    moved: tuple[int, int, int, int] | None = None  # the load's view when not `dims` (lane_major)
+
+
+def lane_major(ctx: NativeContext, name: str, rows, dtype: str) -> Coeff:
+    """A per-channel coefficient [C, K] (filter taps, a bias) stored lane by
+    lane: channel c's K values at lane c % 64, row c // 64, as the compact
+    local layout holds them, so one load moves 64 runs of ceil(C/64)·K
+    values instead of C runs of K (a 200-channel f32 bias: 3,791 cycles as
+    C runs). The kernel still sees [1, C, 1, K]."""
+    import numpy as np
+
+    c, k = rows.shape
+    if c <= NPU_NUM:
+        return Coeff(ctx.coeffs.add(name, rows), (1, c, 1, k), dtype)
+    planes = -(-c // NPU_NUM)
+    lanes = np.zeros((NPU_NUM, planes, k), rows.dtype)
+    for p in range(planes):
+        part = rows[p * NPU_NUM : (p + 1) * NPU_NUM]
+        lanes[: len(part), p] = part
+    addr = ctx.coeffs.add(f"{name}_lanes", lanes.reshape(NPU_NUM, planes * k))
+    return Coeff(addr, (1, c, 1, k), dtype, moved=(1, NPU_NUM, 1, planes * k))
+
+
+def splits_h(op: Operation) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class LocalRule:
+    """`splits_h`: whether the op computes a slice of rows from a slice of its
+    input's rows (a pool over the whole plane does not: a group holding it
+    is never cut along H)."""
+
     backward: Callable[[Operation, Slice], Slice]
     coeffs: Callable[[Operation, NativeContext], list[Coeff]]
     buffer: Callable[[Operation, GroupPlan], int]
     command: Callable[[Operation, NativeContext, GroupPlan, int], list[tuple]]
+    splits_h: Callable[[Operation], bool] = splits_h
 
 
 LOCAL_RULES: Registry[type[Operation], LocalRule] = Registry("native local rules")
@@ -184,17 +217,42 @@ def local_rule(*classes: type[Operation], rule: LocalRule) -> None:
 # --- Conv2D ----------------------------------------------------------------------------------
 
 
+_FACTS: WeakKeyDictionary = WeakKeyDictionary()
+"""Per-op facts the planner asks for on every candidate group (an op's
+attributes and types are final once groups are planned)."""
+
+
+def _fact(op: Operation, key: str, compute: Callable[[Operation], object]):
+    facts = _FACTS.setdefault(op, {})
+    if key not in facts:
+        try:
+            facts[key] = compute(op)
+        except NotExpressible as exc:
+            facts[key] = exc
+    found = facts[key]
+    if isinstance(found, NotExpressible):
+        raise NotExpressible(*found.args)  # a fresh one: no traceback piles up
+    return found
+
+
 def conv_check(op: Operation) -> None:
+    """Refuse a convolution without a local form (once per op)."""
+    _fact(op, "conv_check", _conv_check)
+
+
+def _conv_check(op: Operation) -> None:
     from tpuc.passes.native.conv import is_depthwise
 
     kernel = op.value("kernel_shape") or ()
     if len(kernel) != 2 or len(shape_of(op.operands[0])) != 4:
         raise NotExpressible("a local convolution that is not 2-D")
     quantized = quant_of(op.operands[0]) is not None
-    if (op.value("group") or 1) != 1 and not (is_depthwise(op) and quantized):
-        raise NotExpressible(
-            "a grouped or float depthwise convolution in a layer group (not written yet)"
-        )
+    if (op.value("group") or 1) != 1 and not quantized:
+        # INT8 grouped convolutions are the kernel's own groups (the global
+        # rule's merged coefficient, bit for bit); a float one reads the
+        # blocked filter otherwise (cosine 0.91 on 136 channels in 4 groups)
+        what = "depthwise" if is_depthwise(op) else "grouped"
+        raise NotExpressible(f"a float {what} convolution in a layer group (not written yet)")
     if max(op.value("strides") or [1]) > 15 or max(op.value("dilations") or [1]) > 15:
         raise NotExpressible("a local convolution with stride or dilation above 15")
     if quantized and dtype_name(op.results[0]) not in ("i8", "u8"):
@@ -210,6 +268,11 @@ def conv_backward(op: Operation, out: Slice) -> Slice:
     sh = (op.value("strides") or [1, 1])[0]
     dh = (op.value("dilations") or [1, 1])[0]
     return window_backward(op, out, kh, sh, dh, (op.value("pads") or [0, 0, 0, 0])[0])
+
+
+_PACKED: WeakKeyDictionary = WeakKeyDictionary()
+"""An INT8 convolution's packed coefficients (weights are final once groups
+are planned), for as long as the op lives."""
 
 
 def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
@@ -229,47 +292,138 @@ def conv_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     conv_check(op)
     oc = shape_of(op.results[0])[1]
     if quant_of(op.operands[0]) is not None:
-        table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
-        zp = quant_of(op.results[0]).zero_point
         depthwise = is_depthwise(op)
-        coeff = pack_int8(table, zp, filter_data(op), depthwise=depthwise)
-        addr = ctx.coeffs.add(f"{op.names[0]}_coeff_lanes", coeff)
+        mode = three_ic(op)
+        coeff = _PACKED.get(op)
+        if coeff is None:  # the planner prices an op's groups many times: pack it once
+            table = input_zero_point_bias(op, coeff_table(op, oc), filter_data(op))
+            zp = quant_of(op.results[0]).zero_point
+            filt = three_ic_filter(op, mode)
+            coeff = _PACKED[op] = pack_int8(table, zp, filt, depthwise=depthwise)
+            coeff.flags.writeable = False  # shared: Coeffs.add finds it again by identity
+        name = f"{op.names[0]}_coeff_lanes" + (f"_3ic{mode}" if mode else "")
+        addr = ctx.coeffs.add(name, coeff)
         return [Coeff(addr, coeff_shape(coeff, depthwise), dtype_name(op.operands[1]))]
+    from tpuc.passes.native.conv import half_3ic_filter
+
     dtype = dtype_name(op.operands[0])
-    blocked = ic_blocks(filter_data(op), 32)
-    addr = ctx.coeffs.add(f"{op.names[0]}_filter_ic32", blocked)
-    coeffs = [Coeff(addr, (1, oc, 1, blocked[0].size), dtype)]
+    blocked = ic_blocks(half_3ic_filter(op, filter_data(op)), 32)
+    coeffs = [lane_major(ctx, f"{op.names[0]}_filter_ic32", blocked.reshape(oc, -1), dtype)]
     if not isinstance(op.operands[2].owner, top.NoneOp):
-        coeffs.append(Coeff(ctx.address(op.operands[2]), (1, oc, 1, 1), "f32"))
+        import numpy as np
+
+        from tpuc.ir.weights import read_weight
+
+        bias = np.asarray(read_weight(op.operands[2].owner), np.float32).reshape(oc, 1)
+        coeffs.append(lane_major(ctx, f"{op.names[0]}_bias_f32", bias, "f32"))
     return coeffs
+
+
+BROADCAST_TO_BUFFER = 0x30  # use_3ic_optimize: the kernel broadcasts the input (TIU) to its buffer
+
+
+def three_ic(op: Operation) -> int:
+    """TPU-MLIR's `use_3ic_optimize` choice (three_ic.three_ic_mode, as the
+    global rule) for an INT8 convolution with few input channels; 0 for
+    depthwise, grouped, float and asymmetric (zero-point) convolutions."""
+    return _fact(op, "three_ic", _three_ic)
+
+
+def _three_ic(op: Operation) -> int:
+    from tpuc.passes.native.conv import is_depthwise
+
+    q = quant_of(op.operands[0])
+    if q is None or q.zero_point or is_depthwise(op) or (op.value("group") or 1) != 1:
+        return 0
+    kh, kw = op.value("kernel_shape")
+    return three_ic_mode(shape_of(op.operands[0])[1], kh, kw)
+
+
+def three_ic_filter(op: Operation, mode: int):
+    """The filter [oc, ic', k'] for `mode` (three_ic.folded_filter)."""
+    from tpuc.passes.native.conv import filter_data
+
+    filt = filter_data(op)
+    oc, ic = filt.shape[:2]
+    kh, kw = op.value("kernel_shape")
+    return folded_filter(filt.reshape(oc, ic, kh * kw), mode, kh, kw)
+
+
+def three_ic_buffer(op: Operation, plan: GroupPlan) -> int:
+    """getBufferSize_bm1684x's 3ic part: the broadcast input (a copy of the
+    input slice) and the merged rows, offsets and taps."""
+    mode = three_ic(op)
+    if not mode:
+        return 0
+    n, plane, taps = _three_ic_rows(op, plan, mode)
+    ins = plan.tensors[op.operands[0]]
+    return ins.lane_bytes() + -(-plane // 64) * 64 * n + 64 * 2 + taps
+
+
+def _three_ic_rows(op: Operation, plan: GroupPlan, mode: int) -> tuple[int, int, int]:
+    """(images, merged-row elements, taps) of a 3ic convolution's slice in `mode`."""
+    ins, out = plan.tensors[op.operands[0]], plan.tensors[op.results[0]]
+    iw, ow = ins.dims[3], out.dims[3]
+    n = max(s.n_slice for s in ins.slices)
+    h_in = max(s.h_slice for s in ins.slices)
+    h_out = max(s.h_slice for s in out.slices)
+    kh, kw = op.value("kernel_shape")
+    plane = {1: h_out * iw, 2: h_in * ow, 3: h_out * ow}[mode]
+    return n, plane, {1: kh, 2: kw, 3: kh * kw}[mode]
+
+
+def grouped_buffer(op: Operation, plan: GroupPlan) -> int:
+    """getBufferSize_bm1684x's part for groups > 1: one group's input
+    channels of the input slice (EU-aligned planes) and two elements per
+    input channel a lane holds; 0 for an ungrouped convolution."""
+    groups = op.value("group") or 1
+    if groups == 1:
+        return 0
+    ins = plan.tensors[op.operands[0]]
+    _, ic, _, iw = ins.dims
+    per_lane = -(-(ic // groups) // NPU_NUM)
+    eu = EU_BYTES // ins.dtype_bytes
+    n = max(s.n_slice for s in ins.slices)
+    plane = -(-max(s.h_slice for s in ins.slices) * iw // eu) * eu
+    return (n * per_lane * plane + per_lane * 2) * ins.dtype_bytes
+
+
+def half_3ic_buffer(op: Operation, plan: GroupPlan, mode: int) -> int:
+    """getBufferSize_bm1684x's 3ic part for a 16-bit convolution: the
+    broadcast input only with flag 0x20 (other readers), the merged rows
+    (EU-aligned, 32 elements) of two bytes, 64·2, and the taps."""
+    from tpuc.passes.native.conv import half_3ic_flag
+
+    if not mode:
+        return 0
+    n, plane, taps = _three_ic_rows(op, plan, mode)
+    copy = plan.tensors[op.operands[0]].lane_bytes() if half_3ic_flag(op) & 0x20 else 0
+    return copy + -(-plane // 32) * 32 * n * 2 + 64 * 2 + taps * 2
 
 
 def conv_buffer(op: Operation, plan: GroupPlan) -> int:
     """getBufferSize_bm1684x: an INT8 convolution with its requant merged
     keeps the int32 sums of its output slice (a depthwise one twice, and
-    its taps)."""
-    from tpuc.passes.native.conv import is_depthwise
+    its taps; a 3ic one the broadcast input, three_ic_buffer; a grouped
+    one a group's input slice, grouped_buffer)."""
+    from tpuc.passes.native.conv import half_3ic_mode, is_depthwise
 
     if quant_of(op.operands[0]) is None:
-        return 0
+        return half_3ic_buffer(op, plan, half_3ic_mode(op))
     out = plan.tensors[op.results[0]]
     sums = out.lane_bytes() * 4 // out.dtype_bytes
     if not is_depthwise(op):
-        return sums
+        return sums + three_ic_buffer(op, plan) + grouped_buffer(op, plan)
     kh, kw = op.value("kernel_shape")  # depthwise: a second int32 buffer and the taps
     return 2 * sums + -(-out.dims[1] // NPU_NUM) * kh * kw
 
 
-def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    from tpuc.passes.native.conv import (
-        coeff_table,
-        conv_common,
-        filter_data,
-        input_zero_point_bias,
-        int8_spec,
-    )
+def conv_geometry(op: Operation, plan: GroupPlan, step: int) -> tuple[ConvLocal, SecInfo]:
+    """conv_local_param_t's geometry for the slice (pads, the input rows a
+    split H slice skips, the scratch buffer) and its local_sec_info_t."""
+    from tpuc.passes.native.conv import conv_common
 
-    ih, out_dims = nchw(op.operands[0])[2], nchw(op.results[0])
+    ih = nchw(op.operands[0])[2]
     pads = op.value("pads") or [0, 0, 0, 0]
     info = sec_info(op, plan, step, (pads[0], pads[2]))
     param = ConvLocal()
@@ -288,13 +442,27 @@ def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         p.unused_ht_for_input = first - max(0, info.h_idx)
         end = min(info.h_idx + info.h_slice, ih)
         p.unused_hb_for_input = max(0, end - (first + size))
+    return param, info
+
+
+def conv_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
+    from tpuc.passes.native.conv import coeff_table, filter_data, input_zero_point_bias, int8_spec
+
+    out_dims = nchw(op.results[0])
+    param, info = conv_geometry(op, plan, step)
+    p, c = param.spec, param.spec.common
     coeffs = conv_coeffs(op, ctx)
     if quant_of(op.operands[0]) is not None:
         table = input_zero_point_bias(op, coeff_table(op, out_dims[1]), filter_data(op))
         int8_spec(p, op, table)
         p.with_requant = 1
+        mode = three_ic(op)
+        c.use_3ic_optimize = mode | BROADCAST_TO_BUFFER if mode else 0
     else:
+        from tpuc.passes.native.conv import half_3ic_flag
+
         c.has_bias = len(coeffs) > 1
+        c.use_3ic_optimize = half_3ic_flag(op)
     inputs = [value_spec(plan, op.operands[0], step)]
     inputs += [coeff_spec(plan, op, i, k) for i, k in enumerate(coeffs)]
     outputs = [value_spec(plan, op.results[0], step)]
@@ -325,80 +493,43 @@ def add_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return []
 
 
-def int8_add_factors(op: Operation) -> tuple[list[int], int]:
-    """(multipliers, rshift) of an INT8 Add the local form writes: u8
-    multipliers, zero points 0 (the global rule's Σ Z·M term would need a
-    broadcast coefficient in local memory), no relu limit."""
-    multipliers = [int(m) for m in op.value("multiplier") or [1, 1]]
-    rshift = [int(r) for r in op.value("rshift") or [0]]
-    if len(multipliers) != 2 or len(rshift) != 1 or not all(0 <= m <= 255 for m in multipliers):
-        raise NotExpressible(f"a local INT8 Add with multipliers {multipliers} >> {rshift}")
-    if any(quant_of(v).zero_point for v in op.operands):
-        raise NotExpressible("a local INT8 Add of asymmetric inputs (not written yet)")
-    limit = op.value("relu_limit")
-    if op.value("do_relu") and limit is not None and float(limit) >= 0:
-        raise NotExpressible(f"a local INT8 Add with relu_limit {limit}")
-    return multipliers, rshift[0]
+def int8_add_factors(op: Operation) -> tuple[list[int], list[int]]:
+    """(u8 multipliers, rshifts) of an INT8 Add in the chip's per-term form
+    (binary.term_factors: zero points 0, no relu limit); the shared-rshift
+    form (asymmetric, pre-quantized) has no local call: the chip's local
+    add rounds each term."""
+    from tpuc.passes.native.binary import term_factors
+
+    factors = term_factors(op)
+    if factors is None:
+        rshift = list(op.value("rshift") or [])
+        raise NotExpressible(f"a local INT8 Add with one rshift on the sum {rshift}")
+    return factors
 
 
 def add_buffer(op: Operation, plan: GroupPlan) -> int:
-    """INT8: the int32 sum of the output slice (the global rule's scratch)."""
+    """INT8: the kernel's 16-bit intermediate terms, twice the output slice's
+    int16 bytes (TPU-MLIR's AddOp::getBufferSize_bm1684x)."""
     if is_float(op.results[0]):
         return 0
     out = plan.tensors[op.results[0]]
-    return out.lane_bytes() * 4 // out.dtype_bytes
-
-
-def int8_add_commands(op: Operation, plan: GroupPlan, step: int) -> list[tuple]:
-    """The global rule's INT8 Add on the slice: q0·M0 into the int32 buffer,
-    + q1·M1 (bcbinary, u8 scales, rshift 0, exact), then requant_int local
-    (multiplier 1, shift −r, the output zero point, the op's round mode)."""
-    from tpuc.passes.native.binary import BINARY_ADD, unsigned
-    from tpuc.passes.native.cast import round_mode
-    from tpuc.passes.native.requant import MULTIPLIER_SHIFT, RequantIntParam
-
-    multipliers, rshift = int8_add_factors(op)
-    info = sec_info(op, plan, step)
-    buffer = plan.local(op).buffer_addr
-    shape = shape_of(op.results[0])
-    ins = [value_spec(plan, v, step) for v in op.operands]
-    first_type = "u32" if unsigned(op.operands[0]) else "i32"
-    commands = []
-    for i, (lhs, rhs) in enumerate(((ins[0], ins[0]), (spec(None, "i32", shape, buffer), ins[1]))):
-        param = BcBinaryLocal()
-        common = param.spec.common
-        common.binary_type = BINARY_ADD
-        common.f8_scale_A = common.f8_scale_B = 1.0
-        common.if_relu = int(bool(op.value("do_relu")) and i == 1)
-        common.relu_upper_limit = -1.0
-        common.scale_A, common.scale_B = (multipliers[0], 0) if i == 0 else (1, multipliers[1])
-        out = spec(None, first_type if i == 0 else "i32", shape, buffer)
-        commands.append(local_command(op, "backend_api_bcbinary_local", param, info,
-                                      [lhs, rhs], [out]))  # fmt: skip
-    p = RequantIntParam()
-    p.input_addr, p.output_addr = buffer, plan.tensors[op.results[0]].addr_at(step)
-    p.n, p.c = info.out_n_slice, nchw(op.results[0])[1]
-    p.h, p.w = info.out_h_slice, info.out_w_slice
-    p.input_dtype, p.output_dtype = dtype_code_of("i32"), dtype_code_of(dtype_name(op.results[0]))
-    p.zx_value, p.offset_value = 0, quant_of(op.results[0]).zero_point
-    p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
-    p.mul_value, p.shift_value = 1, -rshift
-    name = getattr(op, "names", ["op"])[0]
-    return [*commands, ("plain_local", name, "backend_api_requant_int_local", p.to_bytes())]
+    return 2 * 2 * out.lane_bytes() // out.dtype_bytes
 
 
 def add_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
-    """bcbinary ADD on the slice (Add.cpp's local form); INT8 int8_add_commands."""
+    """bcbinary ADD on the slice (Add.cpp's local form); INT8: u8 scale and
+    rshift per input, each term rounded half up (the global call's contract)."""
     from tpuc.passes.native.binary import BINARY_ADD, relu_fields
 
-    if not is_float(op.results[0]):
-        return int8_add_commands(op, plan, step)
     param = BcBinaryLocal()
     common = param.spec.common
     common.binary_type = BINARY_ADD
     common.if_relu, common.relu_upper_limit = relu_fields(op)
     common.scale_A = common.scale_B = 1
     common.f8_scale_A = common.f8_scale_B = 1.0
+    if not is_float(op.results[0]):
+        (common.scale_A, common.scale_B), (common.rshift_A, common.rshift_B) = int8_add_factors(op)
+        common.relu_upper_limit = -1.0
     param.spec.buffer_addr = plan.local(op).buffer_addr
     info = sec_info(op, plan, step)
     inputs = [value_spec(plan, v, step) for v in op.operands]
@@ -423,8 +554,10 @@ def pool_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
         raise NotExpressible("a local pooling that is not 2-D with strides up to 15")
     if op.value("pool_mode") != "Avg":
         return []
-    if dtype_name(op.operands[0]) in ("f16", "bf16"):
-        raise NotExpressible("a local half-float average pooling (the global rule sums in f32)")
+    from tpuc.passes.native.local import half_pool
+
+    if dtype_name(op.operands[0]) in ("f16", "bf16") and not half_pool.applies(op):
+        raise NotExpressible("a local half-float global average (the chip's half sums)")
     if quant_of(op.operands[0]) is not None:
         if max(kernel) > MAX_INT8_SIDE:
             raise NotExpressible(f"a local INT8 average over a {kernel} window")
@@ -464,12 +597,23 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
         c.avg_pooling_mode = 0 if op.value("count_include_pad") else 1
         if quant_of(op.operands[0]) is not None:
             int8_avg(op, c)
+    from tpuc.passes.native.local import half_pool
+
+    if half_pool.applies(op):
+        return half_pool.commands(op, plan, step, info, param)
     inputs = [value_spec(plan, op.operands[0], step)]
     outputs = [value_spec(plan, op.results[0], step)]
     return [local_command(op, "backend_api_pooling_local", param, info, inputs, outputs)]
 
 
-local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, no_buffer, pool_command))
+def pool_buffer(op: Operation, plan: GroupPlan) -> int:
+    """A half-float average through f32 keeps both f32 slices (half_pool.py)."""
+    from tpuc.passes.native.local import half_pool
+
+    return half_pool.buffer(op, plan) if half_pool.applies(op) else 0
+
+
+local_rule(tpu.Pool2DOp, rule=LocalRule(pool_backward, pool_coeffs, pool_buffer, pool_command))
 
 
 def element_bytes(value) -> int:

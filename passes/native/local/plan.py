@@ -61,6 +61,7 @@ class LocalTensor:
     eu_align: bool = True
     addrs: tuple[int, ...] = ()
     slots: int = 1
+    lanes_copy: bool = False  # one plane read by every lane (a LUT table): loaded with C stride 0
 
     @property
     def held(self) -> bool:
@@ -158,19 +159,23 @@ def _banks(addr: int, size: int) -> range:
     return range(addr // BANK_BYTES, -(-(addr + max(size, 1)) // BANK_BYTES))
 
 
-def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
+def _first_fit(size: int, placed: list, avoid: set[int], life=None, lifetimes=None) -> int:
     """The lowest EU-aligned address where `size` bytes overlap no placed
-    buffer and share no bank with a placed buffer in `avoid`."""
+    buffer and share no bank with a placed buffer in `avoid` (with
+    `lifetimes`: only buffers whose rows meet `life`)."""
+    if lifetimes is not None:
+        placed = [p for p in placed if p[3][0] <= life[1] and life[0] <= p[3][1]]
     addr = 0
     moved = True
     while moved:
         moved = False
-        for owner, start, length in placed:
+        for owner, start, length, _ in placed:
             overlaps = addr < start + length and start < addr + size
             if not overlaps and id(owner) in avoid:
-                overlaps = bool(set(_banks(addr, size)) & set(_banks(start, length)))
+                mine, theirs = _banks(addr, size), _banks(start, length)
+                overlaps = mine.start < theirs.stop and theirs.start < mine.stop
                 if overlaps:
-                    addr = max(addr, _banks(start, length).stop * BANK_BYTES)
+                    addr = max(addr, theirs.stop * BANK_BYTES)
                     moved = True
                     continue
             if overlaps:
@@ -179,15 +184,42 @@ def _first_fit(size: int, placed: list, avoid: set[int]) -> int:
     return addr
 
 
-def allocate(plan: GroupPlan) -> None:
+def allocate(plan: GroupPlan, lifetimes: dict[int, tuple[int, int]] | None = None) -> None:
     """Local addresses for every tensor slot and op buffer: each on a bank of
     its own while they fit, else packed first-fit, EU-aligned, where no
     operand, result, coefficient or scratch buffer of one TIU op shares a
     bank with another (the vendor's local kernels compute wrong values when
     they do, as TPU-MLIR's LmemAllocator knows); raises when the group does
-    not fit one lane's 256 KiB."""
+    not fit one lane's 256 KiB. `lifetimes` (id of a tensor or LocalOp ->
+    first and last timestep, inclusive): buffers whose timesteps do not
+    meet may share bytes, placed largest (bytes × timesteps) first."""
     wanted = [(t, t.lane_bytes()) for t in plan.tensors.values() for _ in range(t.slots)]
     wanted += [(lop, lop.buffer_size) for lop in plan.ops if lop.buffer_size]
+    conflicts = _conflicts(plan)
+    if lifetimes is None:
+        return _place(plan, wanted, None, conflicts)
+    failure = None
+    for order in LIFETIME_ORDERS:
+        ordered = sorted(wanted, key=lambda item: order(item, lifetimes))
+        try:
+            return _place(plan, ordered, lifetimes, conflicts)
+        except TpucError as exc:
+            failure = exc
+    raise failure
+
+
+LIFETIME_ORDERS = (
+    lambda item, life: (-item[1] * (life[id(item[0])][1] - life[id(item[0])][0] + 1),
+                        life[id(item[0])][0]),
+    lambda item, life: (life[id(item[0])][0], -item[1]),
+    lambda item, life: (-item[1], life[id(item[0])][0]),
+)  # fmt: skip
+"""Orders the packing tries in turn: bytes x timesteps, then by first timestep
+(interval first-fit), then by bytes."""
+
+
+def _place(plan: GroupPlan, wanted: list, lifetimes, conflicts) -> None:
+    """Addresses for `wanted` (owner, bytes) in this order (see allocate)."""
     total_banks = sum(-(-size // BANK_BYTES) for _, size in wanted)
     if total_banks > LMEM_BANKS and not plan.packed:
         raise TpucError(
@@ -195,15 +227,15 @@ def allocate(plan: GroupPlan) -> None:
             f"local buffers need {total_banks} banks of their own (the chip has {LMEM_BANKS}); "
             "packed groups are not written by model_deploy (module docstring)"
         )
-    conflicts = _conflicts(plan)
     cursor, placed, where = 0, [], {}
     for owner, size in wanted:
         length = -(-size // EU_BYTES) * EU_BYTES
+        life = lifetimes[id(owner)] if lifetimes is not None else None
         if total_banks <= LMEM_BANKS:
             addr = -(-cursor // BANK_BYTES) * BANK_BYTES
         else:
-            addr = _first_fit(length, placed, conflicts.get(id(owner), set()))
-        placed.append((owner, addr, length))
+            addr = _first_fit(length, placed, conflicts.get(id(owner), set()), life, lifetimes)
+        placed.append((owner, addr, length, life))
         where.setdefault(id(owner), []).append(addr)
         cursor = max(cursor, addr + length)
     if cursor > LMEM_BYTES:
@@ -218,12 +250,66 @@ def allocate(plan: GroupPlan) -> None:
             lop.buffer_addr = where[id(lop)][0]
 
 
+ELEMENTS_PER_CYCLE = {"tpu.Lut": 1}
+"""Output elements per lane and cycle of an elementwise op (measured on
+ppocr_cls: a LUT about 1, a binary op or requant about 16, the default)."""
+
+
+def _tiu_guess(op: Operation) -> float:
+    """A rough TIU time of `op` on its whole output (only to spread the
+    weight loads over the timesteps; the vendor prices the result): a
+    convolution by its output planes × lanes' input-channel blocks × taps
+    (a depthwise one by planes × taps / 16), a pooling by its input planes,
+    anything else by its output planes (ELEMENTS_PER_CYCLE)."""
+    from math import prod
+
+    from tpuc.dialects.base import shape_of
+
+    out = shape_of(op.results[0])
+    n, c = (out[0], out[1]) if len(out) > 1 else (1, 1)
+    work = n * -(-c // NPU_NUM) * prod(out[2:])
+    kernel = op.value("kernel_shape") if hasattr(op, "value") else None
+    if kernel and len(op.operands) > 1 and hasattr(op.operands[1].type, "get_shape"):
+        group = max(1, op.value("group") or 1)
+        ic = shape_of(op.operands[0])[1] // group
+        if group > 1 and ic == 1:
+            return work * prod(kernel) / 16
+        return work * -(-ic // NPU_NUM) * prod(kernel) / 4
+    if kernel:
+        return n * -(-c // NPU_NUM) * prod(shape_of(op.operands[0])[2:])
+    return work / ELEMENTS_PER_CYCLE.get(op.name, 16)
+
+
+def _gdma_guess(tensor: LocalTensor) -> float:
+    """A rough GDMA time of loading the tensor's largest slice."""
+    return 150 + tensor.lane_bytes() * min(tensor.dims[1], NPU_NUM) / 40
+
+
 def chain_timesteps(plan: GroupPlan) -> list[list[Item]]:
-    """One timestep per op (stage 1); the loads (stage 0) and stores (stage 2)
-    beside the first op, so the GDMA moves of slices t+1 and t−1 overlap the
-    compute of slice t (their tensors have two ring slots)."""
+    """One timestep per op (stage 1). The activation loads (stage 0) and
+    stores (stage 2) sit beside the first op, so the GDMA moves of slices
+    t+1 and t−1 overlap the compute of slice t (their tensors have two ring
+    slots); the first op's coefficients load with them. Each later op's
+    coefficients load in an earlier timestep of slice 0's iteration (stage
+    1; held, they load once), the one whose compute has the most time left
+    beside its GDMA moves (rough guesses), so weight loads overlap compute
+    instead of delaying the first op (TPU-MLIR's timestep assignment moves
+    them likewise)."""
     rows = [[Item(COMPUTE, lop.op, STAGES[COMPUTE])] for lop in plan.ops]
-    rows[0] = [Item(LOAD, k, STAGES[LOAD]) for k in plan.inputs] + rows[0]
+    position = {id(lop.op): i for i, lop in enumerate(plan.ops)}
+    slack = [_tiu_guess(lop.op) for lop in plan.ops]
+    first = []
+    for key in plan.inputs:
+        where = position.get(id(key[0]), 0) if isinstance(key, tuple) else 0
+        if where == 0:
+            first.append(Item(LOAD, key, STAGES[LOAD]))
+            if plan.steps > 1:
+                slack[0] -= _gdma_guess(plan.tensors[key])
+            continue
+        row = max(range(where), key=lambda j: (slack[j], j))
+        rows[row].append(Item(LOAD, key, STAGES[COMPUTE]))
+        slack[row] -= _gdma_guess(plan.tensors[key])
+    rows[0] = first + rows[0]
     rows[0] += [Item(STORE, k, STAGES[STORE]) for k in plan.outputs]
     return rows
 

@@ -333,6 +333,42 @@ def test_add_book_example():
     assert out.tolist() == [60.0, 127.0]
 
 
+def test_add_rounds_each_term_by_its_own_rshift():
+    """bm1684x's form, one rshift per input (hand-computed): the book's
+    inputs with 205 >> 8 and 205 >> 9, half up: (20500 + 128) >> 8 = 80,
+    (−10250 + 256) >> 9 = −20 -> 60; 3/2 + 12/8 = 2 + 2 = 4 (3 rounded once);
+    −1/2 -> 0 and −12/8 = −1.5 -> −1 (ties toward +inf); saturation."""
+    op = make(tpu.AddOp, [qtype([5]), qtype([5])], qtype([5]), multiplier=[205, 205],
+              rshift=[8, 9], round_mode="HalfUp")  # fmt: skip
+    out = run(op, [np.array([100.0, 127, -128, 0, 1]), np.array([-50.0, 127, -128, 3, -4])])
+    # 127: 101.7 -> 102, 50.85 -> 51; -128: -102.5 -> -102, -51.25 -> -51
+    assert out.tolist() == [60.0, 127.0, -128.0, 1.0, -1.0]
+    half = make(tpu.AddOp, [qtype([4]), qtype([4])], qtype([4]), multiplier=[128, 192],
+                rshift=[8, 9], round_mode="HalfUp")  # fmt: skip
+    out = run(half, [np.array([3.0, -1, -3, 1]), np.array([4.0, -4, -4, 0])])
+    assert out.tolist() == [4.0, -1.0, -2.0, 1.0]
+
+
+def test_sub_rounds_the_subtrahend_before_its_sign():
+    """Hand-computed: 2.5q half up minus 200q/512 half up: q_b = −32 gives
+    −12.5 -> −12, so 8 − (−12) = 20; (1, 1): 3 − 0 = 3 where rounding the
+    difference once gives 2.11 -> 2; 127.5 -> 128 saturates; relu."""
+    op = make(tpu.SubOp, [qtype([5]), qtype([5])], qtype([5]), multiplier=[160, 200],
+              rshift=[6, 9], round_mode="HalfUp")  # fmt: skip
+    args = [np.array([3.0, 1, -5, 51, 1]), np.array([-32.0, 32, -4, 0, 1])]
+    assert run(op, args).tolist() == [20.0, -10.0, -10.0, 127.0, 3.0]
+    op.set_value("do_relu", True)
+    assert run(op, args).tolist() == [20.0, 0.0, 0.0, 127.0, 3.0]
+
+
+def test_add_three_inputs_one_rshift_each():
+    """Hand-computed: q/2 + q/4 + q (rshift 0) half up: 3 -> 2 + 1 + 3 = 6."""
+    op = make(tpu.AddOp, [qtype([2])] * 3, qtype([2]), multiplier=[128, 128, 1],
+              rshift=[8, 9, 0], round_mode="HalfUp")  # fmt: skip
+    out = run(op, [np.array([3.0, -3]), np.array([3.0, -3]), np.array([3.0, -3])])
+    assert out.tolist() == [6.0, -5.0]
+
+
 ADD_EXAMPLES = [
     # quantization-notes §7: (S1, Z1, S2, Z2, S3, Z3, storage, [(q1, q2, expected)])
     (

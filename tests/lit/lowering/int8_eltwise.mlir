@@ -1,7 +1,9 @@
 // INT8 lowering of elementwise, table and data-movement ops. The book's Add
-// (thresholds 4, 2 -> 5) takes multipliers 0.8 and 0.4 on one rshift: 8-bit
-// (102, 51) >> 7 on cv183x, unsigned 8-bit (205, 102) >> 8 on bm1684x (its
-// bcbinary's u8 scales).
+// (thresholds 4, 2 -> 5) takes multipliers 0.8 and 0.4: on cv183x 8-bit
+// (102, 51) on one rshift 7 (the sum rounded once); on bm1684x an unsigned
+// 8-bit multiplier and rshift per input, 205 >> 8 and 205 >> 9, each term
+// rounded half up (its bcbinary's u8 scales and shifts); asymmetric, one
+// rshift on the sum again: (205, 102) >> 8.
 // RUN: tpuc-opt %s -p 'processor-assign{chip="cv183x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=CV
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=BM
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu{asymmetric=true}' | filecheck %s --check-prefix=ASYM
@@ -23,7 +25,7 @@
 // Softmax has no INT8 form: cv183x runs it in BF16.
 // CV:      "tpu.Softmax"(%{{.*}}) {name = "sm_bf16"{{.*}} -> tensor<1x4xbf16>
 
-// BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [205 : i64, 102 : i64], rshift = [8 : i64]
+// BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [205 : i64, 205 : i64], rshift = [8 : i64, 9 : i64], round_mode = "HalfUp"}
 // BM:      "tpu.Mul"{{.*}} {name = "mul_i8", multiplier = [129 : i64], rshift = [14 : i64], round_mode = "HalfUp"
 // BM:      "tpu.Concat"{{.*}} {name = "cat_i8", axis = 1 : i64, multiplier = [1717986918 : i64, 1 : i64], rshift = [31 : i64, 0 : i64]
 // BM:      "tpu.Softmax"(%{{.*}}) {name = "sm"{{.*}} -> tensor<1x4xf32>
@@ -31,6 +33,7 @@
 // Asymmetric: Z_a = round(-128 + 4/S) = -1 with S = 8/255; the fill value
 // 1.0 becomes round(31.875) - 1 = 31.
 // ASYM:    "tpu.Cast"(%{{.*}}) {name = "a_i8"} : (tensor<1x4xf32>) -> tensor<1x4x!quant.uniform<i8:f32, 0.03137254901960784:-1>>
+// ASYM:    "tpu.Add"{{.*}} {name = "add_i8", multiplier = [205 : i64, 102 : i64], rshift = [8 : i64]
 // ASYM:    "tpu.Pad"{{.*}}val = 3.100000e+01 : f64
 
 builtin.module attributes {module.state = "TOP_CALIBRATED"} {

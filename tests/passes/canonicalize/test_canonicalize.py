@@ -317,6 +317,92 @@ def test_batchnorm_without_conv_becomes_scale():
     assert "top.Scale" in op_kinds(module) and "top.BatchNorm" not in op_kinds(module)
 
 
+def onnx_bn_mul_add_relu(stats, m, a) -> onnx.ModelProto:
+    """densenet121's export: Sigmoid, BatchNormalization, Mul [C,1,1], Add [C,1,1], Relu."""
+    names = ("gamma", "beta", "mean", "var")
+    inits = [
+        numpy_helper.from_array(np.asarray(v, np.float32), k)
+        for k, v in zip(names, stats, strict=True)
+    ]
+    inits += [
+        numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in (("m", m), ("a", a))
+    ]
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("BatchNormalization", ["s", *names], ["n"], epsilon=1e-5),
+        helper.make_node("Mul", ["n", "m"], ["p"]),
+        helper.make_node("Add", ["p", "a"], ["q"]),
+        helper.make_node("Relu", ["q"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_batchnorm_mul_add_relu_become_one_scale():
+    """BatchNorm -> Mul [C,1,1] -> Add [C,1,1] -> Relu (not after a Conv) is
+    one Scale with the ReLU, named like the last op, as TPU-MLIR folds it."""
+    rng = np.random.default_rng(11)
+    shape = (1, 6, 3, 3)
+    stats = [rng.standard_normal(6), rng.standard_normal(6)]
+    stats += [rng.standard_normal(6), rng.uniform(0.5, 2, 6)]
+    m, a = rng.standard_normal((6, 1, 1)), rng.standard_normal((6, 1, 1))
+    g = Graph(shape)
+    x = g.op(top.SigmoidOp, [g.inputs[0]], "sig", shape)
+    gamma, beta, mean, var = (g.weight(f"s{i}", s) for i, s in enumerate(stats))
+    bn = g.op(top.BatchNormOp, [x, mean, var, gamma, beta], "bn", shape, epsilon=1e-5)
+    mul = g.op(top.MulOp, [bn, g.weight("m", m)], "mul", shape)
+    add = g.op(top.AddOp, [mul, g.weight("a", a)], "add", shape)
+    out = g.op(top.ReluOp, [add], "relu", shape)
+    module = g.module(out)
+    x_in = 3 * rng.standard_normal(shape)
+    before = check_preserved(module, x_in)
+    session = ort.InferenceSession(onnx_bn_mul_add_relu(stats, m, a).SerializeToString())
+    (expected,) = session.run(None, {"x": x_in.astype(np.float32)})
+    np.testing.assert_allclose(before[0], expected, rtol=1e-5, atol=1e-5)
+    assert op_kinds(module) == ["top.Input", "top.Sigmoid", "top.Weight", "top.Weight", "top.Scale"]
+    scale = next(op for op in module.walk() if isinstance(op, top.ScaleOp))
+    assert scale.tensor_name.data == "relu" and scale.value("do_relu")
+
+
+def test_scale_consts_fold_and_shared_scale_stays():
+    """Scale -> MulConst -> AddConst fold into the Scale; a Scale that a second
+    op also reads, or one with a fused ReLU, takes nothing more."""
+    rng = np.random.default_rng(12)
+    shape = (2, 4, 5)
+    g = Graph(shape)
+    x = g.op(top.SigmoidOp, [g.inputs[0]], "sig", shape)
+    s = g.op(top.ScaleOp, [x, g.weight("s", rng.standard_normal((1, 4, 1))), g.none()], "sc", shape)
+    k = g.op(top.MulConstOp, [s], "k", shape, const_val=-1.5)
+    folded = g.op(top.AddConstOp, [k], "folded", shape, const_val=0.25)
+    r = g.op(
+        top.ScaleOp,
+        [
+            x,
+            g.weight("r", rng.standard_normal((4, 1))),
+            g.weight("rb", rng.standard_normal((4, 1))),
+        ],
+        "relu_scale",
+        shape,
+        do_relu=True,
+    )
+    after_relu = g.op(top.MulConstOp, [r], "after_relu", shape, const_val=2.0)
+    shared = g.op(
+        top.ScaleOp, [x, g.weight("t", rng.standard_normal((4, 1))), g.none()], "sh", shape
+    )
+    kept = g.op(top.AddConstOp, [shared], "kept", shape, const_val=1.0)
+    module = g.module(folded, after_relu, kept, shared)
+    check_preserved(module, rng.standard_normal(shape))
+    kinds = op_kinds(module)
+    assert kinds.count("top.Scale") == 3 and kinds.count("top.AddConst") == 1
+    assert kinds.count("top.MulConst") == 1
+
+
 def test_shared_and_returned_tensors_are_kept():
     """A filter shared with another Conv is never changed in place, and a Conv
     whose output is returned keeps it (its ReLU is not fused)."""

@@ -21,6 +21,7 @@ from tpuc.ir.module_io import load_module
 from tpuc.passes.codegen.bmodel_builder import synced_phases
 from tpuc.passes.layer_group.attach import module_groups
 from tpuc.target.bmodel import load_bmodel_file, write_bmodel
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
@@ -208,7 +209,11 @@ def test_h_slices_on_small_lanes_bit_exact(sliced, tmp_path, mode):
         if c.header.opcode == isa.TIU_CONV and c.results[0].space == SPACE_LOCAL
     ]
     first = min(c.header.layer_id for c in convs)  # the 3x3 pad-1 conv on x
-    pads = [isa.decode_block(isa.TIU_CONV, c.params) for c in convs if c.header.layer_id == first]
+    pads = [
+        block_codec.decode_block(isa.TIU_CONV, c.params)
+        for c in convs
+        if c.header.layer_id == first
+    ]
     assert len(pads) > 1
     # top padding only on the slice at row 0, bottom only on the last
     assert [b.pad_begins[0] for b in pads] == [1] + [0] * (len(pads) - 1)

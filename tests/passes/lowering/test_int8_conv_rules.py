@@ -310,6 +310,16 @@ def test_avg_pool_excluding_padding_falls_back_with_casts(chip, float_type):
         assert isinstance(element(source.results[0]), Float32Type)
 
 
+def test_avg_pool_one_window_over_the_whole_input_is_a_global_int8_pool():
+    """inception_v1's head: a 5x5 window, pads [0, 0, 1, 1], over 4x4, the
+    padding excluded: the global average of 16 values, kept in INT8."""
+    low = avg_pool(kernel=(5, 5), pads=[0, 0, 1, 1], count_include_pad=False, out=[1, 1, 1, 1])
+    pool = low.op("tpu.Pool2D")
+    assert isinstance(element(pool.results[0]), UniformQuantizedType)
+    assert pool.value("kernel_shape") == [4, 4] and pool.value("pads") == [0, 0, 0, 0]
+    assert requant(pool) == ([160], [9])  # 0.1/(0.02·16) = 0.3125 = 160/2^9, u8
+
+
 def test_float_epilogue_only_when_every_reader_runs_in_float():
     """MatMul -> Softmax (F32 fallback): the accumulator goes straight to
     f32 at scale S_in·S_w; a second INT8 reader keeps the int8 result."""

@@ -83,19 +83,52 @@ def test_add_book_example_8bit():
 
 
 def test_add_u8_multipliers_and_coeff():
-    """bm1684x: unsigned 8-bit multipliers (its bcbinary ADD/SUB scales), the
-    largest in [128, 256): 0.8·2^8 and 0.4·2^8; coeff folds in (and is
-    dropped from the TPU op), Sub keeps positive multipliers."""
+    """bm1684x: one unsigned 8-bit multiplier (its bcbinary ADD/SUB scales) in
+    [128, 256) and one rshift per input, rounded half up as the chip does:
+    0.8 = 205/2^8, 0.4 = 205/2^9; coeff folds in (and is dropped from the
+    TPU op), Sub keeps positive multipliers."""
     module, _ = lower(add_net())
     add = op_named(module, "y")
-    assert add.value("multiplier") == [205, 102] and add.value("rshift") == [8]
+    assert add.value("multiplier") == [205, 205] and add.value("rshift") == [8, 9]
+    assert add.value("round_mode") == "HalfUp"
     module, _ = lower(add_net(coeff=[2, -1]))
     add = op_named(module, "y")
-    assert add.value("multiplier") == [205, -51] and add.value("rshift") == [7]
+    assert add.value("multiplier") == [205, -205] and add.value("rshift") == [7, 9]
     assert add.value("coeff") is None
     module, _ = lower(add_net(kind="top.Sub"))
     sub = op_named(module, "y")
-    assert sub.name == "tpu.Sub" and sub.value("multiplier") == [205, 102]
+    assert sub.name == "tpu.Sub" and sub.value("multiplier") == [205, 205]
+    assert sub.value("rshift") == [8, 9]
+
+
+def test_term_multiplier_edges():
+    """u8 multiplier and rshift >= 0 per input: 0.8 = 205/2^8; 3 = 192/2^6;
+    a ratio of 256 or more saturates any non-zero term anyway (255, 0);
+    below 2^-10 every 8-bit term rounds to 0, as (0, 0) computes it."""
+    from tpuc.passes.lowering.int8_eltwise import term_multiplier
+
+    assert term_multiplier(0.8) == (205, 8) and term_multiplier(3.0) == (192, 6)
+    assert term_multiplier(-0.8) == (-205, 8)
+    assert term_multiplier(300.0) == (255, 0)
+    m, r = term_multiplier(2.0**-9)
+    assert (m, r) == (128, 16)
+    assert all((q * m + (1 << (r - 1))) >> r in (-1, 0, 1) for q in range(-255, 256))
+    assert term_multiplier(2.0**-11) == (0, 0)
+    m, r = multiplier_rshift(2.0**-11, 9)
+    assert r >= 18 and all((q * m + (1 << (r - 1))) >> r == 0 for q in range(-255, 256))
+
+
+def test_add_asymmetric_keeps_one_rshift():
+    """Zero points keep the shared-rshift form on bm1684x (the chip's add
+    cannot take them exactly): u8 multipliers, the largest in [128, 256)."""
+    net = Net()
+    a = net.input("a", SHAPE, (0.0, 4.0))
+    b = net.input("b", SHAPE, (-2.0, 2.0))
+    y = net.op("top.Add", [a, b], "y", SHAPE, (-1.0, 5.0))
+    module, _ = lower(net.text(y), asymmetric=True)
+    add = op_named(module, "y")
+    assert QuantParams.of(element(add.results[0])).zero_point != 0
+    assert len(add.value("rshift")) == 1 and max(add.value("multiplier")) in range(128, 256)
 
 
 def test_add_multipliers_fit_and_bound():
@@ -127,9 +160,9 @@ def test_add_with_weight_and_relu():
     out = QuantParams.of(element(add.results[0]))
     assert (out.qmin, out.qmax) == (0, 255)
     want = [4 / 127 / (5 / 255), 2 / 127 / (5 / 255)]
-    got, rshift = add.value("multiplier"), add.value("rshift")[0]
-    assert max(got) in range(128, 256)  # bm1684x: u8 multipliers
-    assert [m / 2**rshift for m in got] == pytest.approx(want, rel=1e-2)
+    got, rshift = add.value("multiplier"), add.value("rshift")
+    assert all(m in range(128, 256) for m in got)  # bm1684x: u8 multipliers, one rshift each
+    assert [m / 2**r for m, r in zip(got, rshift, strict=True)] == pytest.approx(want, rel=1e-2)
 
 
 def test_mul_multiplier():
@@ -168,6 +201,24 @@ def test_concat_requant():
     assert cat.value("multiplier")[0] / 2 ** cat.value("rshift")[0] == pytest.approx(0.8)
     cat = op_named(lower(net.text(y), chip="cv183x")[0], "y")
     assert cat.value("multiplier") == [102, 1] and cat.value("rshift") == [7, 0]
+
+
+def test_concat_inputs_it_alone_reads_take_its_scale():
+    """An input made by a requantizing op for the Concat alone takes the
+    Concat's range (TPU-MLIR's lowering): the Concat copies it; an input also
+    read elsewhere keeps its own and is requantized (3/4 here)."""
+    net = Net()
+    a = net.input("a", SHAPE, (-1.0, 1.0))
+    p = net.op("top.Add", [a, a], "p", SHAPE, (-2.0, 2.0))
+    q = net.op("top.Add", [a, a], "q", SHAPE, (-3.0, 3.0))
+    r = net.op("top.Add", [q, q], "r", SHAPE, (-6.0, 6.0))
+    y = net.op("top.Concat", [p, q], "y", (1, 4, 4), (-4.0, 4.0), axis=1)
+    module = lower(net.text(y, r))[0]
+    cat = op_named(module, "y")
+    assert element(op_named(module, "p").results[0]) == element(cat.results[0])
+    assert QuantParams.of(element(op_named(module, "q").results[0])).scale == 3.0 / 127
+    assert cat.value("multiplier")[0] == 1 and cat.value("rshift")[0] == 0
+    assert cat.value("multiplier")[1] / 2 ** cat.value("rshift")[1] == pytest.approx(0.75)
 
 
 # --- lookup tables -----------------------------------------------------------------------

@@ -87,6 +87,31 @@ def test_a_normalization_pays_its_fixed_cost_and_its_rows_on_lanes():
     assert cycles(Task(Unit.NORM, 1000, element_bytes=4, channels=1), BM1684X) == 1546
 
 
+def test_a_transpose_within_lanes_costs_less_than_one_across_them():
+    # 12,544 f32 elements (50,176 B DDR->DDR: 1669.0 cycles) reordered within
+    # each lane at 0.05 cycles each (627.2) or across lanes at 0.09 (1129.0)
+    within = Task(Unit.DMA, 50176, direction=Direction.DDR_TO_DDR, shuffled=12544)
+    across = Task(Unit.DMA, 50176, direction=Direction.DDR_TO_DDR, scattered=12544)
+    assert cycles(within, BM1684X) == 200 + 2297  # 1669.0 + 627.2 = 2296.2
+    assert cycles(across, BM1684X) == 200 + 2798  # 1669.0 + 1129.0 = 2797.9
+
+
+def test_narrow_stored_rows_cost_a_burst_each():
+    # 64 rows of 4 B (a 1x1 map per channel) stored: 25 cycles each
+    rows = Task(Unit.DMA, 256, direction=Direction.LMEM_TO_DDR, runs=64)
+    assert cycles(rows, BM1684X) == 200 + 1600
+
+
+def test_a_16_bit_softmax_runs_in_f32_between_casts():
+    # the f32 softmax: 1000 × 16 ops × 64 (one lane of 64) / 921.6 = 1111.1 -> 1112, + 434
+    f32 = Task(Unit.NORM, 1000, element_bytes=4, channels=1, converted=2000)
+    assert cycles(f32, BM1684X) == 1546
+    # plus two casts: 2 × (64 issue + 2 × 200 latency) = 928, and 2000 elements
+    # × 3 × (1/62.27 + 1/47.24) B per cycle = 223.4, + 2000 / 1024 converted = 2.0
+    half = Task(Unit.NORM, 1000, element_bytes=2, channels=1, converted=2000)
+    assert cycles(half, BM1684X) == 1546 + 928 + 226
+
+
 def _streams(tiu_wait: int, gdma_wait: int) -> dict:
     return {
         ENGINE_TIU: [Job(tiu_wait, (Phase(CONV, "compute"),))],

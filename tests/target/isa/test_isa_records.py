@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import (
 from tpuc.base.dtypes import from_storage, to_storage
 from tpuc.dialects.quant import UniformQuantizedType
 from tpuc.passes.codegen.element_types import dtype_fields
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ABSENT,
@@ -220,7 +221,7 @@ def test_contiguous_strides_and_sizes():
 # --- command streams ------------------------------------------------------------------
 
 
-RELU_PARAMS = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(6, float("nan"), float("nan")))
+RELU_PARAMS = block_codec.encode_block(isa.TIU_SFU, isa.SfuBlock(6, float("nan"), float("nan")))
 
 
 def relu_command() -> Command:

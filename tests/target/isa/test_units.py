@@ -7,6 +7,7 @@ import pytest
 from tpuc.target.chips import get_chip
 from tpuc.target.chips.timing import Direction, Unit
 from tpuc.target.cost import ENGINE_TIU, Job, schedule
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
@@ -31,7 +32,7 @@ def conv(group: int = 1, space: int = 0) -> Command:
     block = isa.ConvBlock(
         mode, 2, group, (3, 3), ones, ones, (1, 1), (1, 1), (), 0, isa.RequantBlock()
     )
-    params = isa.encode_block(isa.TIU_CONV, block)
+    params = block_codec.encode_block(isa.TIU_CONV, block)
     inp = TensorRecord(0x1000, "i8", (1, ic, 56, 56), space=space)
     filt = TensorRecord(0x100000, "i8", (oc, ic // group, 3, 3), space=space)
     out = TensorRecord(0x200000, "i8", (1, oc, 56, 56), space=space)
@@ -79,6 +80,40 @@ def test_a_copy_is_one_move_in_its_direction():
     assert phase.task.scattered == 32  # the source is read one element at a time
 
 
+def pool_1x1(dtype: str, channels: int) -> Command:
+    """A global average pooling of a 7x7 map: one element per channel stored."""
+    block = isa.PoolBlock(
+        isa.POOL_AVG, 0, 2, 2, 4, (7, 7), (7, 7), (0, 0, 0, 0), isa.RequantBlock()
+    )
+    params = block_codec.encode_block(isa.TIU_POOL, block)
+    inp = TensorRecord(0x1000, dtype, (1, channels, 7, 7))
+    out = TensorRecord(0x200000, dtype, (1, channels, 1, 1))
+    header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, len(params) // RECORD_BYTES)
+    return Command(header, [inp], [out], params)
+
+
+def test_a_pooled_map_of_one_element_is_stored_a_row_per_channel():
+    # f32: 256 rows of 4 B, each narrower than a burst (1x1 maps)
+    assert command_phases(pool_1x1("f32", 256))[-1].task.runs == 256
+    # int8: consecutive channels share a lane, one row per lane
+    assert command_phases(pool_1x1("i8", 256))[-1].task.runs == 64
+    # a wide map streams: a global conv's 56x56 rows cost their bytes only
+    assert command_phases(conv())[-1].task.runs == 0
+
+
+def test_a_permute_within_lanes_shuffles_one_across_lanes_scatters():
+    def move(strides):
+        src = TensorRecord(0x1000, "f32", (1, 16, 28, 28), strides)
+        dst = TensorRecord(0x100000, "f32", (1, 16, 28, 28))
+        return command_phases(Command(Header(isa.GDMA_MOVE, ENGINE_GDMA, 1, 0, 1, 1, 0),
+                                      [src], [dst]))[0].task  # fmt: skip
+
+    within = move((12544, 784, 1, 28))  # order 0, 1, 3, 2: each channel's map transposed
+    assert (within.shuffled, within.scattered) == (12544, 0)
+    across = move((12544, 1, 448, 16))  # channels moved inward
+    assert (across.shuffled, across.scattered) == (0, 12544)
+
+
 def test_unknown_opcode():
     cmd = conv()
     cmd.header = Header(0x3FF, TIU_CODE, 1, 0, 2, 1, 1)
@@ -101,14 +136,14 @@ def test_engine_opcodes_are_priced():
     ):
         filt = TensorRecord(0x100000, "i8", (64, 64 // group, 3, 3))
         block = isa.ConvBlock(mode, 2, group, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (), 0, req)
-        params = isa.encode_block(isa.TIU_CONV, block)
+        params = block_codec.encode_block(isa.TIU_CONV, block)
         header = Header(isa.TIU_CONV, TIU_CODE, 1, 0, 3, 1, len(params) // RECORD_BYTES)
         task = compute_task(
             Command(header, [inp, filt, TensorRecord(0, "f32", (), space=0xFF)], [out], params)
         )
         assert task.unit is unit and task.work == 56 * 56 * 64 * (64 // group) * 9
     pool = isa.PoolBlock(isa.POOL_AVG, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), req)
-    params = isa.encode_block(isa.TIU_POOL, pool)
+    params = block_codec.encode_block(isa.TIU_POOL, pool)
     small = TensorRecord(0x200000, "i8", (1, 64, 28, 28))
     header = Header(isa.TIU_POOL, TIU_CODE, 1, 0, 1, 1, 1)
     task = compute_task(Command(header, [inp], [small], params))
@@ -129,16 +164,16 @@ def test_fill_gather_and_arg_are_priced():
     from tpuc.target.isa import engine as isa
 
     dst = TensorRecord(0x2000, "f16", (4, 8))
-    params = isa.encode_block(isa.GDMA_FILL, isa.FillBlock(0.5))
+    params = block_codec.encode_block(isa.GDMA_FILL, isa.FillBlock(0.5))
     fill = Command(Header(isa.GDMA_FILL, ENGINE_GDMA, 1, 0, 0, 1, 1), [], [dst], params)
     (phase,) = command_phases(fill)
     assert (phase.task.work, phase.task.direction) == (64, Direction.DDR_TO_DDR)
     src, idx = TensorRecord(0x0, "f16", (9, 8)), TensorRecord(0x1000, "f32", (4,))
-    params = isa.encode_block(isa.GDMA_GATHER, isa.GatherBlock(0))
+    params = block_codec.encode_block(isa.GDMA_GATHER, isa.GatherBlock(0))
     gather = Command(Header(isa.GDMA_GATHER, ENGINE_GDMA, 1, 0, 2, 1, 1), [src, idx], [dst], params)
     (phase,) = command_phases(gather)
     assert (phase.task.work, phase.task.direction) == (64 + 16, Direction.DDR_TO_DDR)
-    params = isa.encode_block(isa.TIU_ARG, isa.ArgBlock(0, 1, 0, 1))
+    params = block_codec.encode_block(isa.TIU_ARG, isa.ArgBlock(0, 1, 0, 1))
     out = TensorRecord(0x3000, "f32", (4, 1))
     arg = Command(Header(isa.TIU_ARG, TIU_CODE, 1, 0, 1, 1, 1), [dst], [out], params)
     task = compute_task(arg)
@@ -155,7 +190,7 @@ def test_resize_and_rnn_are_priced():
     out = TensorRecord(0x2000, "f16", (1, 3, 10, 6))  # one resized axis
     for mode, taps in ((0, 1), (1, 2), (2, 4)):
         block = isa.ResizeBlock(mode, 0, 0, 0, 2, 0, -0.75, (10, 6), ())
-        params = isa.encode_block(isa.TIU_RESIZE, block)
+        params = block_codec.encode_block(isa.TIU_RESIZE, block)
         header = Header(isa.TIU_RESIZE, TIU_CODE, 1, 0, 1, 1, 1)
         task = compute_task(Command(header, [inp], [out], params))
         assert (task.unit, task.work, task.element_bytes) == (Unit.POOL, 180 * taps, 2)
@@ -165,7 +200,7 @@ def test_resize_and_rnn_are_priced():
     r = TensorRecord(0x3000, "f32", (2, 20, 5))
     absent = TensorRecord(0, "f32", (), space=0xFF)
     ys = [TensorRecord(0x4000, "f32", (7, 2, 2, 5)), *[TensorRecord(0x5000, "f32", (2, 2, 5))] * 2]
-    params = isa.encode_block(isa.TIU_RNN, isa.RnnBlock(isa.RNN_LSTM, 2, 0, 0, 0, 5))
+    params = block_codec.encode_block(isa.TIU_RNN, isa.RnnBlock(isa.RNN_LSTM, 2, 0, 0, 0, 5))
     header = Header(isa.TIU_RNN, TIU_CODE, 1, 0, 6, 3, 1)
     cmd = Command(header, [x, w, r, absent, absent, absent], ys, params)
     compute = [p.task for p in command_phases(cmd) if p.kind == "compute"]

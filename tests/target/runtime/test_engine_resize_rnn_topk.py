@@ -15,6 +15,7 @@ from layer_ids import tpu_ops
 from onnx import TensorProto, helper, numpy_helper
 from tiny_cnn import transform_and_calibrate
 
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.runtime import load_bmodel
 from tpuc.target.runtime.engine import CopyStep, EngineStep
@@ -268,7 +269,7 @@ def test_batch_first_gru_equals_the_interpreter():
         set_address(value, START + 8192 + 256 * i)
     (cmd,) = engine_commands(op, 0)
     assert cmd.header.opcode == isa.TIU_RNN and cmd.header.kind == 0
-    block = isa.decode_block(isa.TIU_RNN, cmd.params)
+    block = block_codec.decode_block(isa.TIU_RNN, cmd.params)
     assert block == isa.RnnBlock(isa.RNN_GRU, 2, 1, 1, isa.RNN_BIAS | isa.RNN_INITIAL_H, hid)
     step = engine_step(cmd, dev, "x")
     assert step.record == recurrent_record(op)
@@ -283,7 +284,7 @@ def test_batch_first_gru_equals_the_interpreter():
 def _command(opcode, operands, results, block, engine=0, kind=0):
     from tpuc.target.isa.records import Command, Header
 
-    params = isa.encode_block(opcode, block)
+    params = block_codec.encode_block(opcode, block)
     header = Header(
         opcode, engine, 1, 0, len(operands), len(results), len(params) // 128, kind=kind
     )

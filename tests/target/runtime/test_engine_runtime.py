@@ -16,11 +16,13 @@ from layer_ids import group_move, layer_names, tpu_ops
 from tiny_cnn import prepared  # noqa: F401
 
 from tpuc.base.errors import TpucError
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
     ENGINE_TIU,
     SPACE_LOCAL,
+    TENSOR_QUANTIZED,
     Command,
     Header,
     TensorRecord,
@@ -123,7 +125,7 @@ def error_of(cmd: Command) -> str:
     return message
 
 
-ADD = isa.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
+ADD = block_codec.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
 
 
 def test_unknown_opcode():
@@ -178,10 +180,10 @@ def test_lut_runs_on_the_library():
     x = TensorRecord(START, "i8", (1, 4), **q)
     tab = TensorRecord(START + 256, "i32", (256,), flags=4)
     out = TensorRecord(START + 64, "f16", (1, 4))
-    params = isa.encode_block(isa.TIU_LUT, isa.LutBlock(0))
+    params = block_codec.encode_block(isa.TIU_LUT, isa.LutBlock(0))
     engine_step(command(isa.TIU_LUT, [x, tab], [out], params), dev, "x").run()
     assert list(region.bytes[64:72].view(np.float16)) == [255, 128, 127, 0]
-    bad = isa.encode_block(isa.TIU_LUT, isa.LutBlock(1))
+    bad = block_codec.encode_block(isa.TIU_LUT, isa.LutBlock(1))
     with pytest.raises(TpucError, match="malformed TIU_LUT: a table of shape \\[256\\]"):
         engine_step(command(isa.TIU_LUT, [x, tab], [out], bad), dev, "x")
 
@@ -212,7 +214,7 @@ def test_max_pool_on_stored_values_with_fused_relu():
     out = TensorRecord(START + 64, "i8", (1, 1, 2, 2), **q)
     relu = isa.RequantBlock(relu=1)
     block = isa.PoolBlock(isa.POOL_MAX, 0, 2, 2, 4, (2, 2), (2, 2), (0, 0, 0, 0), relu)
-    params = isa.encode_block(isa.TIU_POOL, block)
+    params = block_codec.encode_block(isa.TIU_POOL, block)
     engine_step(command(isa.TIU_POOL, [x], [out], params), dev, "x").run()
     # window maxima -3, 4, 7, -1; ReLU clamps at Z_out = -2
     assert list(region.bytes[64:68].view(np.int8)) == [-2, 4, 7, -1]
@@ -396,7 +398,9 @@ def test_sfu_rounds_to_the_result_type():
     region = dev.regions[0]
     region.bytes[0:16] = np.array([0.0, 1.0, -2.0, 0.1], np.float32).view(np.uint8)
     out = TensorRecord(START + 64, "f16", (1, 4))
-    params = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0))
+    params = block_codec.encode_block(
+        isa.TIU_SFU, isa.SfuBlock(isa.SFU_FUNCTIONS.index("Exp"), 0.0, 0.0)
+    )
     step = engine_step(command(isa.TIU_SFU, [record(dtype="f32")], [out], params), dev, "x")
     assert step.record.kind == "Exp"
     step.run()
@@ -461,3 +465,50 @@ def test_rescale_lists_per_channel_decline():
     attrs = dict(multiplier=[1, 3], rshift=[0, 1])
     op = tpu.RequantIntAxisOp.make([source], "y", attrs, result_types=[TensorType(q, [1, 2, 2])])
     assert engine_commands(op, 0) is None  # per-channel lists stay transitional
+
+
+# --- TIU_ARITH with one rshift per term (bm168x's Add/Sub) -----------------------------------
+
+
+def arith_on(op: int, a, b, multipliers, rshifts, relu: int = 0) -> list[int]:
+    """One TIU_ARITH over two i8 rows in the simulator: its i8 result."""
+    dev = device()
+    region = dev.regions[0]
+    n = len(a)
+    region.bytes[0:n] = np.array(a, np.int8).view(np.uint8)
+    region.bytes[64 : 64 + n] = np.array(b, np.int8).view(np.uint8)
+    requant = isa.RequantBlock(1, 0, isa.ROUND_MODES.index("HalfUp"), relu)
+    block = isa.ArithBlock(op, 2, multipliers, requant, rshifts)
+    q8 = dict(flags=TENSOR_QUANTIZED, storage_min=-128, storage_max=127)
+    operands = [TensorRecord(START + 64 * i, "i8", (1, n), **q8) for i in range(2)]
+    out = TensorRecord(START + 128, "i8", (1, n), **q8)
+    cmd = command(isa.TIU_ARITH, operands, [out], block_codec.encode_block(isa.TIU_ARITH, block))
+    engine_step(cmd, dev, "x").run()
+    return region.bytes[128 : 128 + n].view(np.int8).tolist()
+
+
+def test_arith_rounds_each_term_by_its_own_rshift():
+    """Hand-computed: term_i = (q·M_i + 2^(r_i−1)) >> r_i (half up, ties toward
+    +inf), then the sum, relu, saturation. 3/2 + 12/8 is 2 + 2 = 4 here, where
+    rounding the sum once gives 3."""
+    a = [1, -1, 3, -3, 127, -128, 0, 5]
+    b = [0, 0, 4, -4, 127, -128, 4, -12]
+    # q/2 -> 1 0 2 -1 64 -64 0 3; 3q/8 -> 0 0 2 -1 48 -48 2 -4
+    got = arith_on(isa.ARITH_ADD, a, b, (128, 192), (8, 9))
+    assert got == [1, 0, 4, -2, 112, -112, 2, -1]
+    # unshifted terms past 16 bits (±64,770) saturate
+    got = arith_on(
+        isa.ARITH_ADD, [127, -128, 100, -100], [127, -128, -100, 100], (255, 255), (0, 0)
+    )
+    assert got == [127, -128, 0, 0]
+
+
+def test_arith_sub_rounds_the_subtrahend_before_its_sign():
+    """Hand-computed: 2.5q half up, minus 200q/512 half up (32 -> 12.5 -> 13,
+    −32 -> −12.5 -> −12); 127.5 -> 128 saturates; relu clamps at 0."""
+    a = [1, -1, 3, 2, -5, 51]
+    b = [0, 32, -32, 4, -4, 0]
+    got = arith_on(isa.ARITH_SUB, a, b, (160, 200), (6, 9))
+    assert got == [3, -15, 20, 3, -10, 127]
+    got = arith_on(isa.ARITH_SUB, a, b, (160, 200), (6, 9), relu=1)
+    assert got == [3, 0, 20, 3, 0, 127]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tpuc.base.errors import TpucError
 from tpuc.target.bmodel import HEADER_SIZE, read_bmodel, write_bmodel
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import split_commands
 from tpuc.target.runtime.program import Program
@@ -155,8 +156,8 @@ def test_conv_with_huge_pads_fails_at_load(bmodels):
         group = param.subnets[0].cmd_groups[0]
         commands = split_commands(group.bdc, group.bdc_num, "bdc")
         conv = next(c for c in commands if c.header.opcode == isa.TIU_CONV)
-        block = isa.decode_block(isa.TIU_CONV, conv.params)
-        conv.params = isa.encode_block(
+        block = block_codec.decode_block(isa.TIU_CONV, conv.params)
+        conv.params = block_codec.encode_block(
             isa.TIU_CONV, dataclasses.replace(block, pad_begins=(30000, 30000))
         )
         group.bdc = b"".join(c.pack() for c in commands)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tpuc.base.errors import TpucError
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_GDMA,
@@ -89,8 +90,8 @@ class Streams:
             step.run()
 
 
-ADD = isa.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
-EXP = isa.encode_block(isa.TIU_SFU, isa.SfuBlock(0, float("nan"), float("nan")))
+ADD = block_codec.encode_block(isa.TIU_ARITH, isa.ArithBlock(0, 2, (1, 1), isa.RequantBlock()))
+EXP = block_codec.encode_block(isa.TIU_SFU, isa.SfuBlock(0, float("nan"), float("nan")))
 
 
 def test_lane_formula_places_every_element():
@@ -150,7 +151,7 @@ def test_sfu_on_local_equals_global():
 def _conv_block():
     req = isa.RequantBlock()
     block = isa.ConvBlock(isa.CONV_NORMAL, 2, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (), 0, req)
-    return isa.encode_block(isa.TIU_CONV, block)
+    return block_codec.encode_block(isa.TIU_CONV, block)
 
 
 @pytest.mark.parametrize("sizes", [BM1684X, dict(npu_num=4, lmem_bytes=1024)])

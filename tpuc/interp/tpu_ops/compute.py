@@ -88,20 +88,30 @@ def pool(op, args: list[Array]) -> Array:
 # --- elementwise ---------------------------------------------------------------------
 
 
-def shifted_requant(op) -> Requant:
-    """Add/Sub: one rshift after the per-input multipliers."""
+def add_rshifts(op) -> tuple[tuple[int, ...], int]:
+    """(per-input rshifts, the shared rshift) of an Add/Sub: one rshift is
+    applied to the sum; one per input rounds each term on its own (bm168x's
+    form; a single input is the same either way)."""
+    count = len(op.operands)
     rshift = ints(op, "rshift", [0])
-    if len(rshift) != 1:
-        raise TpucError(f"{op.name} '{op.names[0]}': expects one rshift, got {rshift}")
-    return Requant(
-        element_of_value(op.results[0]), (1,), tuple(rshift), 1, round_mode_of(op), relu_of(op)
-    )
+    if len(rshift) == 1:
+        return (), rshift[0]
+    if len(rshift) != count:
+        raise TpucError(
+            f"{op.name} '{op.names[0]}': rshift has {len(rshift)} values for {count} inputs "
+            "(one for the sum, or one per input)"
+        )
+    return tuple(rshift), 0
 
 
 def add_params(op) -> arith.Eltwise:
     count = len(op.operands)
+    rshifts, shared = add_rshifts(op)
+    requant = Requant(
+        element_of_value(op.results[0]), (1,), (shared,), 1, round_mode_of(op), relu_of(op)
+    )
     return arith.Eltwise(
-        input_elements(op), shifted_requant(op), per_input(op, "multiplier", count, 1)
+        input_elements(op), requant, per_input(op, "multiplier", count, 1), rshifts
     )
 
 

@@ -37,6 +37,7 @@ class Chip:
     asymmetric: bool  # INT8 with zero points
     multiplier_bits: int  # width of the conv/matmul requant multiplier (signed)
     eltwise_multiplier_bits: int  # width of add/sub/concat input multipliers
+    eltwise_term_rshift: bool  # INT8 add/sub round each input's term by its own rshift
     round_mode: str  # requant rounding of the chip
     float_fallback: str  # float mode for ops without an accurate INT8 form
     float_epilogue: bool  # INT8 conv/matmul may dequantize its int32 result to float
@@ -57,6 +58,7 @@ _BM168X = dict(
     asymmetric=True,
     multiplier_bits=32,
     eltwise_multiplier_bits=16,
+    eltwise_term_rshift=True,  # bcbinary ADD/SUB: u8 scale and rshift per input
     round_mode="HalfAwayFromZero",
     float_fallback="F32",
     float_epilogue=True,
@@ -73,6 +75,7 @@ _CV18XX = dict(
     asymmetric=False,
     multiplier_bits=8,
     eltwise_multiplier_bits=8,
+    eltwise_term_rshift=False,  # one rshift on Σ q_i·M_i (TPU-MLIR's cv18xx Add)
     round_mode="HalfAwayFromZero",
     float_fallback="BF16",
     float_epilogue=False,

@@ -82,9 +82,12 @@ class Timing:
     lanes: int = 64  # NPU lanes: a conv's output channels are padded to a multiple
     ic_chunk: Mapping[int, int] = field(default_factory=dict)  # element bytes -> conv IC step
     overhead: Mapping[Unit, int] = field(default_factory=dict)  # extra cycles per command
-    dma_burst_cycles: Fraction = Fraction(0)  # least cycles of one row burst of a strided move
+    dma_burst_cycles: Mapping[Direction, Fraction] = field(default_factory=dict)  # least
+    # cycles of one row burst of a strided move, per direction
     dma_element_cycles: Fraction = Fraction(0)  # per element of a transposing move
     row_cycles: Mapping[int, int] = field(default_factory=dict)  # bytes -> per matmul out row
+    dma_shuffle_cycles: Fraction = Fraction(0)  # per element of a transpose within lanes
+    widened: frozenset[Unit] = frozenset()  # 16-bit kernels run in f32 between casts
 
     def rate(self, unit: Unit, element_bytes: int) -> Fraction:
         """Ops per cycle of `unit` on elements of `element_bytes` (wider: 4)."""
@@ -106,13 +109,13 @@ _BM1684X_K = {
     Unit.CONV: (32, 16, 2),  # conv/matmul "TOPS": int8, f16/bf16, f32
     Unit.MATMUL: (32, 16, 0.2),  # same cube; fit: f32 (the vendor's fc kernel) far slower
     Unit.POOL: (8, 4, 2),  # "pool/fc" row
-    Unit.AVGPOOL: (8, 0.0047, 2),  # fit: 16-bit ~5 window elements per cycle
+    Unit.AVGPOOL: (8, 4, 2),  # "pool/fc" row; 16-bit runs in f32 (widened, below)
     Unit.DEPTHWISE: (0.31, 0.025, 0.2),  # fit: far below the pool row (16-bit slowest)
     Unit.ARITH: (4, 2, 1),  # "other elementwise" = 64 lanes x EU elements (64/bytes)
-    Unit.RESCALE: (2.4 / 1024,) * 3,  # fit: int8 add with input multipliers
+    Unit.RESCALE: (2.7 / 1024,) * 3,  # fit: int8 add with input multipliers
     Unit.CONVERT: (4, 2, 1),  # [assumed] conversions run on the elementwise path
     Unit.SFU: (4, 2, 1),  # elementwise rate, divided by sfu_ops_per_element
-    Unit.NORM: (4, 0.35, 0.9),  # fit: sfu's rate (16-bit: a slower path), plus a fixed cost
+    Unit.NORM: (4, 2, 0.9),  # fit: sfu's rate (f32: 0.9), a fixed cost; 16-bit runs in f32
     Unit.LUT: (128 / 1024,) * 3,  # fit ("lut: 64/1024" published: 64 per cycle)
 }
 _CLOCK_1684X = 1000  # MHz, TIU and GDMA default in bmprofile_generator.py
@@ -132,13 +135,30 @@ BM1684X = Timing(
     source="TPU-MLIR bm1684x profiler defs, fitted to the vendor's cycles (cycle_fit.py)",
     lanes=64,
     ic_chunk={1: 64, 2: 32, 4: 1},  # fit: a conv's input channels in steps of 64/32/1
-    overhead={Unit.NORM: 370},  # fit: softmax's fixed kernel cost
-    dma_burst_cycles=Fraction(98, 10),  # fit: a strided slice costs ~9.8 cycles per row
+    # fit: softmax's fixed kernel cost; the INT8 add's: the vendor kernel requantizes each
+    # input to 16 bits through DDR (six more GDMA moves, ~3k cycles at any size)
+    overhead={Unit.NORM: 370, Unit.RESCALE: 3000},
+    dma_burst_cycles={
+        Direction.DDR_TO_DDR: Fraction(98, 10),  # fit: a strided slice ~9.8 cycles per row
+        Direction.DDR_TO_LMEM: Fraction(98, 10),  # [assumed] as DDR->DDR
+        Direction.LMEM_TO_LMEM: Fraction(98, 10),  # [assumed] as DDR->DDR
+        # fit: the vendor's global pooling stores one row per channel, 25 cycles each
+        # (1x1 maps: 64 channels 1.6k, 256 channels 6.4k cycles); a stored row
+        # narrower than 128 bytes costs one (tpuc/target/isa/units.py NARROW_ROW_BYTES)
+        Direction.LMEM_TO_DDR: Fraction(25),
+    },
     dma_element_cycles=Fraction(9, 100),  # fit: a permute ~0.09 cycles per element
     # fit: the vendor's fc call costs per row of its result (M) beyond its MACs:
     # 64x256x256 and 256x64x64 take 3.3k/4.4k (int8), 4.3k/3.5k (f16),
     # 49k/28k (f32) cycles: 256 rows of 64 cost more than 64 rows of 256
     row_cycles={1: 12, 2: 6, 4: 60},
+    # fit: a permute within each channel's map (the vendor: load, a TIU transpose,
+    # store: 0.03-0.06 cycles per element on the TIU) costs far less than one
+    # across lanes (dma_element_cycles)
+    dma_shuffle_cycles=Fraction(5, 100),
+    # the native target computes 16-bit softmax and average pooling in f32 between
+    # casts (passes/native/softmax.py, pool.py half_via_f32): priced so (cycles.widened)
+    widened=frozenset({Unit.AVGPOOL, Unit.NORM}),
 )
 
 

@@ -14,10 +14,7 @@ IR or kernels: codegen fills the blocks from ops, the simulator
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
-
-from tpuc.target.isa.records import RECORD_BYTES
 
 # --- opcodes (append only, never renumber) ----------------------------------------------
 
@@ -132,10 +129,6 @@ MAX_RESIZE_AXES = 8  # RESIZE target dims
 MAX_FARITH_INPUTS = 255  # FARITH inputs (its n_inputs byte; only `coeff` has MAX_INPUTS slots)
 
 
-class BlockError(ValueError):
-    """A parameter block that does not fit its opcode."""
-
-
 # --- the requant sub-block ----------------------------------------------------------------
 
 
@@ -152,14 +145,6 @@ class RequantBlock:
     axis: int = 1
     per_channel: int = 0
     relu_limit: float = math.nan  # NaN: no limit
-
-
-REQUANT = struct.Struct("<iiBBbB4xd")  # 24 bytes
-REQUANT_FIELDS = ("multiplier", "rshift", "round_mode", "relu", "axis", "per_channel", "relu_limit")
-
-
-def _pack_requant(r: RequantBlock) -> tuple:
-    return tuple(getattr(r, f) for f in REQUANT_FIELDS)
 
 
 # --- per-opcode blocks ----------------------------------------------------------------------
@@ -188,10 +173,20 @@ class MatMulBlock:
 
 @dataclass(frozen=True)
 class ArithBlock:
+    """add/sub: term_i = round((q_i − Z_i)·multipliers[i] / 2^rshifts[i]) by
+    the requant's round mode (rshift 0: exact), Σ ±term_i, then the requant
+    (its multiplier 1). bm168x rounds each term (its rshift on the sum 0);
+    cv18xx and asymmetric Adds shift the exact sum once (rshifts 0)."""
+
     op: int  # ARITH_*
     n_inputs: int
     multipliers: tuple[int, ...]  # per input (add/sub); unused by mul
     requant: RequantBlock
+    rshifts: tuple[int, ...] = ()  # per input (add/sub); () is all 0
+
+    def __post_init__(self):
+        if not self.rshifts:  # one spelling of "no term shifts" (decoding gives zeros)
+            object.__setattr__(self, "rshifts", (0,) * self.n_inputs)
 
 
 @dataclass(frozen=True)
@@ -348,252 +343,3 @@ class TopkBlock:
     k: int
     largest: int
     sorted: int
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One opcode's block: its struct, its record class, how fields map
-    to struct items (a name, or (name, count) for a fixed-size array)."""
-
-    fmt: struct.Struct
-    cls: type
-    items: tuple  # field names / (name, count) before the requant sub-block
-    requant: bool
-
-    @property
-    def size(self) -> int:
-        return self.fmt.size + (REQUANT.size if self.requant else 0)
-
-    @property
-    def records(self) -> int:
-        return -(-self.size // RECORD_BYTES)
-
-
-S = MAX_SPATIAL
-BLOCKS: dict[int, Layout] = {
-    TIU_CONV: Layout(
-        struct.Struct(f"<BBBxI{S}I{S}I{S}I{S}I{S}I{S}I"),
-        ConvBlock,
-        (
-            "mode",
-            "n_spatial",
-            "n_output_padding",
-            "group",
-            ("kernel", S),
-            ("strides", S),
-            ("dilations", S),
-            ("pad_begins", S),
-            ("pad_ends", S),
-            ("output_padding", S),
-        ),
-        True,
-    ),
-    TIU_MATMUL: Layout(struct.Struct("<B7x"), MatMulBlock, ("right_transpose",), True),
-    TIU_ARITH: Layout(
-        struct.Struct(f"<BB2x{MAX_INPUTS}i"),
-        ArithBlock,
-        ("op", "n_inputs", ("multipliers", MAX_INPUTS)),
-        True,
-    ),
-    TIU_POOL: Layout(
-        struct.Struct(f"<BBBBBB2x{S}I{S}I{2 * S}I"),
-        PoolBlock,
-        (
-            "mode",
-            "ceil_mode",
-            "n_kernel",
-            "n_strides",
-            "n_pads",
-            "count_include_pad",
-            ("kernel", S),
-            ("strides", S),
-            ("pads", 2 * S),
-        ),
-        True,
-    ),
-    TIU_REDUCE: Layout(
-        struct.Struct(f"<BBB5x{MAX_AXES}b"),
-        ReduceBlock,
-        ("mode", "keepdims", "n_axes", ("axes", MAX_AXES)),
-        True,
-    ),
-    TIU_LUT: Layout(struct.Struct("<B7x"), LutBlock, ("per_channel",), False),
-    TIU_CVT: Layout(struct.Struct("<BB6x"), CvtBlock, ("mode", "to"), True),
-    TIU_SFU: Layout(
-        struct.Struct("<BB6xdd"), SfuBlock, ("function", "option", "alpha", "beta"), False
-    ),
-    TIU_FARITH: Layout(
-        struct.Struct(f"<BBBBB3x{MAX_INPUTS}ddd"),
-        FarithBlock,
-        (
-            "op",
-            "n_inputs",
-            "n_coeff",
-            "form",
-            "relu",
-            ("coeff", MAX_INPUTS),
-            "const_val",
-            "relu_limit",
-        ),
-        False,
-    ),
-    TIU_NORM: Layout(
-        struct.Struct("<BB2xii4xdddd"),
-        NormBlock,
-        ("function", "flags", "axis", "count", "eps", "beta", "bias", "relu_limit"),
-        False,
-    ),
-    TIU_ARG: Layout(
-        struct.Struct("<BBBxi"), ArgBlock, ("mode", "keepdims", "select_last_index", "axis"), False
-    ),
-    GDMA_FILL: Layout(struct.Struct("<d"), FillBlock, ("value",), False),
-    GDMA_GATHER: Layout(struct.Struct("<i4x"), GatherBlock, ("axis",), False),
-    TIU_RESIZE: Layout(
-        struct.Struct(f"<BBBBBB2xd{MAX_RESIZE_AXES}I{MAX_RESIZE_AXES}d"),
-        ResizeBlock,
-        (
-            "mode",
-            "coord_mode",
-            "nearest_mode",
-            "exclude_outside",
-            "n_target",
-            "n_scales",
-            "cubic_coeff_a",
-            ("target_shape", MAX_RESIZE_AXES),
-            ("scales", MAX_RESIZE_AXES),
-        ),
-        False,
-    ),
-    TIU_RNN: Layout(
-        struct.Struct("<BBBBB3xI4x"),
-        RnnBlock,
-        ("cell", "directions", "batch_first", "linear_before_reset", "present", "hidden"),
-        False,
-    ),
-    CPU_TOPK: Layout(
-        struct.Struct("<iIBB6x"), TopkBlock, ("axis", "k", "largest", "sorted"), False
-    ),
-}
-"""opcode -> its parameter block (GDMA_MOVE, LOAD, STORE and L2L have none)."""
-
-COUNTS = {
-    ("kernel", ConvBlock): "n_spatial",
-    ("strides", ConvBlock): "n_spatial",
-    ("dilations", ConvBlock): "n_spatial",
-    ("pad_begins", ConvBlock): "n_spatial",
-    ("pad_ends", ConvBlock): "n_spatial",
-    ("output_padding", ConvBlock): "n_output_padding",
-    ("multipliers", ArithBlock): "n_inputs",
-    ("kernel", PoolBlock): "n_kernel",
-    ("strides", PoolBlock): "n_strides",
-    ("pads", PoolBlock): "n_pads",
-    ("axes", ReduceBlock): "n_axes",
-    ("coeff", FarithBlock): "n_coeff",
-    ("target_shape", ResizeBlock): "n_target",
-    ("scales", ResizeBlock): "n_scales",
-}
-"""Array field -> the field holding how many of its slots are used (the rest are 0)."""
-
-
-def block_size(opcode: int) -> int:
-    """Bytes of the opcode's block before padding (0: no block)."""
-    layout = BLOCKS.get(opcode)
-    return layout.size if layout else 0
-
-
-def block_records(opcode: int) -> int:
-    layout = BLOCKS.get(opcode)
-    return layout.records if layout else 0
-
-
-def encode_block(opcode: int, block) -> bytes:
-    """The opcode's parameter area: its block, zero-padded to whole records."""
-    layout = BLOCKS[opcode]
-    if not isinstance(block, layout.cls):
-        raise BlockError(f"opcode {opcode:#x} takes a {layout.cls.__name__}")
-    values: list = []
-    for item in layout.items:
-        if isinstance(item, tuple):
-            name, count = item
-            array = tuple(getattr(block, name))
-            if len(array) > count:
-                raise BlockError(f"{name} has {len(array)} values, the block holds {count}")
-            values += [*array, *[0] * (count - len(array))]
-        else:
-            values.append(getattr(block, item))
-    try:
-        data = layout.fmt.pack(*values)
-        if layout.requant:
-            data += REQUANT.pack(*_pack_requant(block.requant))
-    except struct.error as exc:
-        raise BlockError(f"opcode {opcode:#x}: {exc}") from None
-    return data + bytes(layout.records * RECORD_BYTES - len(data))
-
-
-def decode_block(opcode: int, params: bytes):
-    """The opcode's block from its parameter area (BlockError: wrong size,
-    a count past its array, or an opcode without one)."""
-    layout = BLOCKS.get(opcode)
-    if layout is None:
-        raise BlockError(f"opcode {opcode:#x} has no parameter block")
-    expected = layout.records * RECORD_BYTES
-    if len(params) != expected:
-        raise BlockError(
-            f"parameter block of {len(params)} bytes, {ENGINE_NAMES[opcode]} takes {expected}"
-        )
-    raw = layout.fmt.unpack_from(params, 0)
-    fields, pos, arrays = {}, 0, {}
-    for item in layout.items:
-        if isinstance(item, tuple):
-            name, count = item
-            arrays[name] = raw[pos : pos + count]
-            pos += count
-        else:
-            fields[item] = raw[pos]
-            pos += 1
-    for name, values in arrays.items():
-        used = fields[COUNTS[name, layout.cls]]
-        if used > len(values):
-            raise BlockError(f"{name} count {used} exceeds the block's {len(values)}")
-        fields[name] = tuple(values[:used])
-    if layout.requant:
-        fields["requant"] = RequantBlock(*REQUANT.unpack_from(params, layout.fmt.size))
-        if fields["requant"].round_mode >= len(ROUND_MODES):
-            raise BlockError(f"unknown round mode code {fields['requant'].round_mode}")
-    if layout.cls is FarithBlock and (
-        fields["op"] >= len(FARITH_OPS) or fields["form"] > FARITH_CONST_REVERSED
-    ):
-        raise BlockError(f"unknown FARITH op {fields['op']} or form {fields['form']}")
-    if layout.cls is CvtBlock and (fields["mode"] > CVT_RESCALE or fields["to"] >= len(CAST_TO)):
-        raise BlockError(f"unknown CVT mode {fields['mode']} or cast target {fields['to']}")
-    if layout.cls is NormBlock and fields["function"] >= len(NORM_FUNCTIONS):
-        raise BlockError(f"unknown NORM function code {fields['function']}")
-    if layout.cls is ArgBlock and fields["mode"] >= len(ARG_MODES):
-        raise BlockError(f"unknown ARG mode {fields['mode']}")
-    if layout.cls is SfuBlock:
-        if fields["function"] >= len(SFU_FUNCTIONS):
-            raise BlockError(f"unknown SFU function code {fields['function']}")
-        if fields["option"] >= len(SFU_OPTIONS):
-            raise BlockError(f"unknown SFU option code {fields['option']}")
-    _check_codes(layout.cls, fields)
-    return layout.cls(**fields)
-
-
-def _check_codes(cls: type, fields: dict) -> None:
-    """Enumeration fields of the later blocks against their tables."""
-    if cls is ResizeBlock and (
-        fields["mode"] >= len(RESIZE_MODES)
-        or fields["coord_mode"] >= len(RESIZE_COORD_MODES)
-        or fields["nearest_mode"] >= len(RESIZE_NEAREST_MODES)
-    ):
-        modes = (fields["mode"], fields["coord_mode"], fields["nearest_mode"])
-        raise BlockError(f"unknown RESIZE mode, coordinate or nearest code {modes}")
-    if cls is RnnBlock and (
-        fields["cell"] > RNN_GRU
-        or fields["directions"] not in (1, 2)
-        or fields["present"] > RNN_BIAS | RNN_INITIAL_H | RNN_INITIAL_C
-    ):
-        raise BlockError(
-            f"unknown RNN cell {fields['cell']}, {fields['directions']} directions "
-            f"or present bits {fields['present']:#x}"
-        )

@@ -10,6 +10,10 @@ A global layer keeps its operands in DDR, so a TIU command on global
 records is three phases: a DDR->LMEM load of every operand in global memory
 (weights included), the compute, an LMEM->DDR store of every result in
 global memory. Operands already in local memory (layer groups) cost no DMA.
+A store the vendor writes row by row (channel by channel, or a small map
+spread over every lane) whose rows are narrow pays a burst per row
+(`ROW_STORES`, `LANE_FILLING`); a permute within each channel's map is a
+cheaper shuffle than one across lanes.
 """
 
 from __future__ import annotations
@@ -18,8 +22,15 @@ import math
 
 from tpuc.target.chips.timing import Direction, Unit
 from tpuc.target.cost import Phase, Task
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
-from tpuc.target.isa.records import SPACE_GLOBAL, Command, TensorRecord, element_bytes
+from tpuc.target.isa.records import (
+    SPACE_GLOBAL,
+    Command,
+    TensorRecord,
+    contiguous_strides,
+    element_bytes,
+)
 
 _DIRECTIONS = {
     (True, True): Direction.DDR_TO_DDR,
@@ -66,8 +77,8 @@ def engine_task(cmd: Command) -> Task:
     code = cmd.header.opcode
     unit = ENGINE_UNITS[code]
     try:
-        block = isa.decode_block(code, cmd.params)
-    except isa.BlockError as exc:
+        block = block_codec.decode_block(code, cmd.params)
+    except block_codec.BlockError as exc:
         raise ValueError(str(exc)) from None
     if code == isa.TIU_CONV:
         inp, filt, out = cmd.operands[0], cmd.operands[1], cmd.results[0]
@@ -87,7 +98,8 @@ def engine_task(cmd: Command) -> Task:
         return Task(unit, work, element_bytes(inp.dtype), rows=rows)
     if code == isa.TIU_POOL:
         unit = Unit.AVGPOOL if block.mode == isa.POOL_AVG else unit
-        return Task(unit, elements(cmd.results[0]) * math.prod(block.kernel or (1,)), _widest(cmd))
+        work = elements(cmd.results[0]) * math.prod(block.kernel or (1,))
+        return Task(unit, work, _widest(cmd), converted=_converted(cmd))
     if code in (isa.TIU_REDUCE, isa.TIU_ARG):  # a compare-reduce over the input
         return Task(unit, elements(cmd.operands[0]), _widest(cmd))
     if code == isa.TIU_RESIZE:
@@ -96,7 +108,7 @@ def engine_task(cmd: Command) -> Task:
         inp = cmd.operands[0]
         axis = block.axis if 0 <= block.axis < len(inp.shape) else len(inp.shape) - 1
         rows = elements(inp) // max(inp.shape[axis], 1) if inp.shape else 1
-        return Task(unit, elements(inp), _widest(cmd), channels=rows)
+        return Task(unit, elements(inp), _widest(cmd), channels=rows, converted=_converted(cmd))
     if code == isa.TIU_RNN:
         return Task(unit, rnn_work(cmd, block)[0], element_bytes(cmd.operands[0].dtype))
     if code == isa.TIU_FARITH and isa.FARITH_OPS[block.op] in ("Div", "Pow"):
@@ -105,6 +117,12 @@ def engine_task(cmd: Command) -> Task:
         unit = Unit.RESCALE  # each input requantized by its multiplier, then added
     tensors = [t for t in (*cmd.operands, *cmd.results) if not t.absent]
     return Task(unit, max((elements(t) for t in tensors), default=0), _widest(cmd))
+
+
+def _converted(cmd: Command) -> int:
+    """Elements a kernel run in f32 between casts converts: its first input
+    and its result (`Timing.widened`)."""
+    return elements(cmd.operands[0]) + elements(cmd.results[0])
 
 
 RESIZE_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
@@ -144,8 +162,8 @@ def gate_tasks(cmd: Command) -> tuple[Task, ...]:
     if cmd.header.opcode != isa.TIU_RNN:
         return ()
     try:
-        block = isa.decode_block(isa.TIU_RNN, cmd.params)
-    except isa.BlockError as exc:
+        block = block_codec.decode_block(isa.TIU_RNN, cmd.params)
+    except block_codec.BlockError as exc:
         raise ValueError(str(exc)) from None
     _, sfu, arith = rnn_work(cmd, block)
     width = _widest(cmd)
@@ -159,8 +177,9 @@ def compute_task(cmd: Command) -> Task:
     raise ValueError(f"unknown opcode {cmd.header.opcode:#x}")
 
 
-def _move(nbytes: int, direction: Direction, kind: str, runs: int = 0, scattered: int = 0):
-    task = Task(Unit.DMA, nbytes, direction=direction, runs=runs, scattered=scattered)
+def _move(nbytes: int, direction: Direction, kind: str, runs=0, scattered=0, shuffled=0):
+    task = Task(Unit.DMA, nbytes, direction=direction, runs=runs, scattered=scattered,
+                shuffled=shuffled)  # fmt: skip
     return Phase(task, kind)
 
 
@@ -183,12 +202,23 @@ def runs(record: TensorRecord) -> int:
     return max(elements(record) // max(run, 1), 1)
 
 
-def _strided(src: TensorRecord, dst: TensorRecord) -> tuple[int, int]:
-    """(row bursts, scattered elements) of a move: a transposing move goes
-    element by element, another in rows of its contiguous runs."""
-    if transposed(src) or transposed(dst):
-        return 0, elements(dst)
-    return max(runs(src), runs(dst)), 0
+def within_lanes(record: TensorRecord) -> bool:
+    """Its batch and channel axes (rank >= 3) keep their row-major strides:
+    a transpose of it reorders each channel's map only (on its lane)."""
+    if len(record.shape) < 3:
+        return False
+    return record.element_strides()[:2] == contiguous_strides(record.shape)[:2]
+
+
+def _strided(src: TensorRecord, dst: TensorRecord) -> tuple[int, int, int]:
+    """(row bursts, scattered, shuffled elements) of a move: a transposing
+    move goes element by element across lanes, or shuffles each channel's
+    map within its lane; another moves in rows of its contiguous runs."""
+    if not (transposed(src) or transposed(dst)):
+        return max(runs(src), runs(dst)), 0, 0
+    if within_lanes(src) and within_lanes(dst):
+        return 0, 0, elements(dst)
+    return 0, elements(dst), 0
 
 
 def _dma_phase(cmd: Command) -> Phase:
@@ -205,16 +235,72 @@ def _dma_phase(cmd: Command) -> Phase:
     return _move(dst.nbytes, direction, "move", *_strided(src, dst))
 
 
+ROW_STORES = frozenset({Unit.CONV, Unit.DEPTHWISE, Unit.POOL, Unit.AVGPOOL, Unit.RESCALE})
+"""Units whose global results are stored channel by channel (the vendor's
+GDMA_TENSOR, C on lanes); the others' move as one flat matrix spread over
+the lanes (GDMA_MATRIX), and loads stream on the suite."""
+
+LANES = 64  # bm1684x's NPU lanes (the chip the row figures were fitted on)
+NARROW_ROW_BYTES = 128  # [assumed] a DDR burst; fit to the suite (1-64 B rows: a burst each)
+"""A stored row narrower than this costs a whole row burst (`Timing.dma_burst_cycles`)."""
+
+
+def channel_rows(record: TensorRecord) -> int:
+    """Rows of a channel-by-channel store: batch × channels (rank >= 3);
+    1-byte tensors one row per lane (consecutive channels share a lane)."""
+    channels = record.shape[1]
+    if element_bytes(record.dtype) == 1:
+        channels = min(channels, LANES)
+    return record.shape[0] * channels
+
+
+def lane_rows(record: TensorRecord) -> int:
+    """Rows of a store that spreads a map of fewer channels than lanes over
+    every lane: batch × max(channels, lanes) (rank >= 3)."""
+    return record.shape[0] * max(record.shape[1], LANES)
+
+
+LANE_FILLING = frozenset(isa.SFU_FUNCTIONS.index(f) for f in ("Relu", "LeakyRelu"))
+"""TIU_SFU functions the vendor runs as its prelu kernel, which spreads a
+map of fewer channels than lanes over every lane before storing it by rows."""
+
+
+def _stored_rows(cmd: Command, unit: Unit) -> int:
+    """Narrow row bursts of a command's global results: rows narrower than
+    NARROW_ROW_BYTES each cost a burst (0: its rows stream)."""
+    if unit in ROW_STORES:
+        rows_of = channel_rows
+    elif cmd.header.opcode == isa.TIU_SFU and _sfu_function(cmd) in LANE_FILLING:
+        rows_of = lane_rows
+    else:
+        return 0
+    total = 0
+    for t in cmd.results:
+        if _global(t) and len(t.shape) >= 3:
+            rows = rows_of(t)
+            total += rows if t.nbytes < rows * NARROW_ROW_BYTES else 0
+    return total
+
+
+def _sfu_function(cmd: Command) -> int:
+    try:
+        return block_codec.decode_block(isa.TIU_SFU, cmd.params).function
+    except block_codec.BlockError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def command_phases(cmd: Command) -> tuple[Phase, ...]:
     """What a command does, phase by phase (module docstring)."""
     if cmd.header.opcode in isa.GDMA_OPCODES:
         return (_dma_phase(cmd),)
     loads = sum(t.nbytes for t in cmd.operands if not t.absent and _global(t))
     stores = sum(t.nbytes for t in cmd.results if _global(t))
-    phases = [Phase(compute_task(cmd), "compute")]
+    compute = compute_task(cmd)
+    phases = [Phase(compute, "compute")]
     phases += [Phase(task, "compute") for task in gate_tasks(cmd)]
     if loads:
         phases.insert(0, _move(loads, Direction.DDR_TO_LMEM, "load"))
     if stores:
-        phases.append(_move(stores, Direction.LMEM_TO_DDR, "store"))
+        rows = _stored_rows(cmd, compute.unit)
+        phases.append(_move(stores, Direction.LMEM_TO_DDR, "store", rows))
     return tuple(phases)

@@ -46,6 +46,7 @@ from tpuc.kernels.maxpool import max_pool
 from tpuc.kernels.requant import NO_RELU, Relu, Requant
 from tpuc.kernels.rounding import half_rounder, round_float
 from tpuc.target.chips import CHIPS
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     ENGINE_CPU,
@@ -185,8 +186,8 @@ class EngineStep(Step):
         opcode = command.header.opcode
         self.name = isa.ENGINE_NAMES[opcode]
         try:
-            block = isa.decode_block(opcode, command.params)
-        except isa.BlockError as exc:
+            block = block_codec.decode_block(opcode, command.params)
+        except block_codec.BlockError as exc:
             raise TpucError(f"{what}: {exc}") from None
         build = BUILDERS.get(opcode)
         if build is None:
@@ -327,7 +328,7 @@ class EngineStep(Step):
         kernel = {isa.ARITH_ADD: arith.add, isa.ARITH_SUB: arith.sub, isa.ARITH_MUL: arith.mul}[
             b.op
         ]
-        record = arith.Eltwise(inputs, self._requant(b.requant), b.multipliers)
+        record = arith.Eltwise(inputs, self._requant(b.requant), b.multipliers, b.rshifts)
         return record, kernel, tuple(range(len(inputs)))
 
     def _cvt(self, b: isa.CvtBlock):

@@ -23,6 +23,7 @@ from tpuc.base.dtypes import ELEMENT_TYPES
 from tpuc.base.errors import TpucError
 from tpuc.kernels.conv_plan import out_size
 from tpuc.kernels.pool_geometry import PoolGeometry
+from tpuc.target.isa import block_codec
 from tpuc.target.isa import engine as isa
 from tpuc.target.isa.records import (
     SPACE_LOCAL,
@@ -68,7 +69,7 @@ def check_command(command: Command, device: Device, what: str) -> None:
         _check_shapes(command)
     except (CommandError, TpucError) as exc:
         raise TpucError(f"{what}: {exc}") from None
-    except (isa.BlockError, ValueError, IndexError, TypeError, OverflowError) as exc:
+    except (block_codec.BlockError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise TpucError(f"{what}: malformed command: {exc}") from None
 
 
@@ -136,7 +137,7 @@ def _check_shapes(command: Command) -> None:
     rule = SHAPE_RULES.get(opcode)
     if rule is None:
         return  # an opcode added later: the record checks above bound its memory
-    block = isa.decode_block(opcode, command.params)
+    block = block_codec.decode_block(opcode, command.params)
     expected = rule(command, block)
     found = [tuple(r.shape) for r in command.results]
     if expected != found:
@@ -235,6 +236,7 @@ def _broadcast(command: Command, count: int) -> Shapes:
 
 def _arith(command: Command, b: isa.ArithBlock) -> Shapes:
     _need(len(command.operands) == b.n_inputs >= 1, f"{len(command.operands)} operands")
+    _need(all(0 <= r < 64 for r in b.rshifts), f"term rshifts {list(b.rshifts)}")
     return _broadcast(command, b.n_inputs)
 
 

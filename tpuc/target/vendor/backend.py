@@ -46,6 +46,14 @@ _MOVE_ARGS = [
 ]  # fmt: skip
 
 
+_BCAST_ARGS = [
+    ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int] * 4,
+    *[ctypes.c_uint32] * 4, ctypes.c_int, ctypes.c_int, ctypes.c_int, _vp,
+]  # fmt: skip
+"""tensor_broadcast_move_gen_cmd: (src, src lane, local addr, first lane, N, H, W, lanes,
+src N/H strides, dst N/H strides, format, stride_enable, direction, node)."""
+
+
 def _specs(tensors: list[bytes]) -> ctypes.Array:
     """tensor_spec_t[] of the specs' bytes (72 bytes each)."""
     return ctypes.create_string_buffer(b"".join(tensors) or b"\0", max(72 * len(tensors), 1))
@@ -134,6 +142,7 @@ class BackendSession:
         """Commands of a layer group (`tpuc.passes.native.local.emit`), in
         order: ("local", name, function, param, pointers, sec_info, inputs,
         outputs), ("plain_local", name, function, param), ("move", name, args),
+        ("bcast", name, args),
         ("divide",), ("merge",) or a
         ("global", …) call; the cmd-id node's cycles they added."""
         before = self.lib.get_cmd_id_cycle(self.cmdid)
@@ -155,6 +164,11 @@ class BackendSession:
             lib.set_cmd_id_prefix(self.gdma, name.encode())
             lib.tensor_stride_move_gen_cmd.argtypes = _MOVE_ARGS
             lib.tensor_stride_move_gen_cmd(*args, self.gdma)
+        elif kind == "bcast":  # one plane from DDR to many lanes (TPU-MLIR's GDMA broadcast)
+            name, args = rest
+            lib.set_cmd_id_prefix(self.gdma, name.encode())
+            lib.tensor_broadcast_move_gen_cmd.argtypes = _BCAST_ARGS
+            lib.tensor_broadcast_move_gen_cmd(*args, self.gdma)
         elif kind == "local":
             name, function, param, pointers, sec_info, inputs, outputs = rest
             keep: list = []
