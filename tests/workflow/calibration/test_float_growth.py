@@ -102,9 +102,11 @@ def test_growth_reaches_its_target_on_a_real_lowering(tmp_path):
     assert all_int8 < 0.99999
     grown = growth.grow({}, 0.99999, "F16")
     assert grown.reached and grown.after >= 0.99999 > grown.before == pytest.approx(all_int8)
-    # One round: MIN_BATCH (4) layers and their readers are all 5.
-    assert [n for n, _ in grown.history] == [0, 5]
-    assert set(grown.layers) == {"c1", "r1", "c2", "r2", "c3"}
+    # One round: MIN_BATCH (4) layers and their readers are all 5; the
+    # bisection then tries shorter heads of that batch, and keeps what reaches.
+    assert [n for n, _ in grown.history][:2] == [0, 5]
+    assert all(cos < 0.99999 for n, cos in grown.history[2:-1] if n < len(grown.layers))
+    assert grown.history[-1] == (len(grown.layers), grown.after)
     # The measured cosine is the deployed module's against float: check it
     # against onnxruntime rather than the TOP interpreter it used.
     from tpuc.interp.tpu_interpreter import TpuInterpreter
