@@ -58,16 +58,17 @@ def float_mode(chip: Chip) -> str:
     return "F16" if "F16" in chip.modes else chip.float_fallback
 
 
-def int8_layers(module: ModuleOp, chip: Chip) -> set[str]:
-    """Names of the layers that run in INT8 without a qtable (what a qtable
-    can move: not leaves, not data movement, not float fallbacks)."""
+def int8_layers(module: ModuleOp, chip: Chip, floated: Iterable[str] = ()) -> set[str]:
+    """Names of the layers that run in INT8 with `floated` in float (with
+    none: what a qtable can move: not leaves, not data movement, not float
+    fallbacks); an elementwise chain ending in a floated layer follows it."""
     from tpuc.dialects.base import TensorOp
     from tpuc.passes.lowering.convert import op_modes
     from tpuc.workflow.mixed_precision import NOT_CANDIDATES
 
     ops = [o for o in module.walk() if isinstance(o, TensorOp)]
     ops = [o for o in ops if not isinstance(o, NOT_CANDIDATES)]
-    modes, _ = op_modes(ops, "INT8", {}, chip)
+    modes, _ = op_modes(ops, "INT8", dict.fromkeys(floated, float_mode(chip)), chip)
     return {o.names[0] for o in ops if modes[o] == "INT8"}
 
 
@@ -200,7 +201,7 @@ def int8_share(
     candidates = int8_layers(module, target)
     flops = {o.names[0]: op_flops(o) for o in module.walk()
              if isinstance(o, TensorOp) and o.names[0] in candidates}  # fmt: skip
-    kept = candidates - set(floated)
+    kept = candidates & int8_layers(module, target, floated)
     total = sum(flops.values()) or 1
     return len(kept), len(candidates), sum(flops[n] for n in kept) / total
 

@@ -149,3 +149,71 @@ def test_int8_share_weights_by_flops():
     kept, total, share = int8_share(module, "bm1684x", ["c1"])
     assert (kept, total) == (4, 5)
     assert share == pytest.approx((2 * conv + 2 * relu) / (3 * conv + 2 * relu), rel=0.01)
+
+
+class Scripted(FloatGrowth):
+    """The growth's rule on a hand-made network: ten independent layers
+    l0..l9, each adding `LOSS[i]` to the output's 1 − cosine."""
+
+    LOSS = [0.004, 0.003, 0.002, 0.001, 0.0008, 0.0006, 0.0004, 0.0003, 0.0002, 0.0001]
+
+    def __init__(self):
+        self.inputs_of = {f"l{i}": [] for i in range(10)}
+        self.holders = {name: [name] for name in self.inputs_of}
+        self.measures = 0
+
+    def measure(self, qtable, target=1.0, losses=True):
+        self.measures += 1
+        left = {n: loss for n, loss in zip(self.inputs_of, self.LOSS, strict=True)
+                if n not in qtable}  # fmt: skip
+        return 1.0 - sum(left.values()), (left if losses else {})
+
+
+def test_growth_keeps_the_shortest_head_of_its_last_batch():
+    """Output 1 − cos 0.0124 with nothing in float; target 0.995 (loss ≤ 0.005).
+    Doubling: 4 layers (l0..l3: loss 0.0024, reached). Bisection of that
+    batch: l0, l1 leave 0.0054 (short), l0..l2 leave 0.0034 (reached): 3 kept."""
+    growth = Scripted().grow({}, 0.995, "F16")
+    assert growth.reached and set(growth.layers) == {"l0", "l1", "l2"}
+    assert growth.history[-1] == (3, pytest.approx(1 - 0.0034))
+    assert growth.history[:2] == [(0, pytest.approx(1 - 0.0124)), (4, pytest.approx(1 - 0.0024))]
+
+
+def test_growth_keeps_what_the_start_already_floats():
+    """A qtable's layers (the lossy tensors') stay; the bisection cuts only
+    the grown batch: with l0 given (loss left 0.0084), the batch l1..l4
+    reaches, l1 alone leaves 0.0054, l1 and l2 leave 0.0034."""
+    growth = Scripted().grow({"l0": "F16"}, 0.995, "F16")
+    assert set(growth.layers) == {"l1", "l2"}
+    assert growth.history[-1] == (3, pytest.approx(1 - 0.0034))
+
+
+def softmax_model(tail: str):
+    """x → MatMul 'logits' → Softmax 'prob' (→ Reshape 'out' when `tail`)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["prob"], axis=-1),
+    ]
+    inits = [numpy_helper.from_array(RNG.standard_normal((8, 100)).astype(np.float32), "w")]
+    out = "prob"
+    if tail:
+        nodes.append(helper.make_node("Reshape", ["prob", "shape"], ["out"]))
+        inits.append(numpy_helper.from_array(np.array([100, 1], np.int64), "shape"))
+        out = "out"
+    graph = helper.make_graph(
+        nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    return convert_onnx("cls.onnx", "cls", model=proto)[0]
+
+
+@pytest.mark.parametrize("tail", ["", "reshape"])
+def test_a_trailing_softmax_is_judged_by_its_logits(tail):
+    from tpuc.ir.core import output_names
+    from tpuc.workflow.calibration.float_growth import judged_tensors
+
+    module = softmax_model(tail)
+    (out,) = output_names(module)
+    assert judged_tensors(module) == {out: "logits"}
+    assert judged_tensors(chain_model()[1]) == {"c3": "c3"}
