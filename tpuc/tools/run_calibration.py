@@ -98,7 +98,8 @@ def build_parser():
         type=float,
         default=0.99,
         help="automatic mixed precision: grow the F16 layers until the smallest FP32 vs INT8 "
-        "output cosine on the --auto_mix_num samples reaches this (default 0.99)",
+        "output cosine on the --auto_mix_num samples reaches this, a trailing Softmax judged by "
+        "its logits; the smallest set found is kept (default 0.99)",
     )
     parser.add_argument(
         "--auto_mix_num",
