@@ -29,6 +29,10 @@ A trailing Softmax is judged by its input, the logits: over many classes
 it turns logit noise far below what changes the ranking into a low
 probability cosine (resnet50: 0.72–0.99 per sample with top-1 agreeing),
 so judged by its probabilities the growth fired on networks INT8 holds.
+An output's cosine is taken over all the samples at once (sums of
+products pooled): a sample whose float output is all but zero (PP-OCRv4
+det's probability map of a blank crop, which INT8 rounds to exactly 0) has
+cosine 0 on its own and says nothing about the network.
 """
 
 from __future__ import annotations
@@ -41,7 +45,6 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tpuc.base.compare import cosine_similarity
 from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.target.chips import Chip
 
@@ -138,21 +141,24 @@ class FloatGrowth:
         lower(lowered, self.chip.name, "INT8", cali_table=self.cali_table, qtable=path)
         interp, weights = TpuInterpreter(lowered), weights_of(lowered)
         todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
-        worst, summed, below = 1.0, {}, 0
+        pooled: dict[str, np.ndarray] = {}
+        summed, below = {}, 0
         for x in self.samples:
             reference = self.float_interp.run(self.store, x, dump_all=True)
             quantized = interp.run(weights, x, dump_all=True)
             judged = [j if j in quantized and j in reference else o
                       for o, j in self.outputs.items()]  # fmt: skip
-            cos = min(_cos(interp, quantized, reference, n) for n in judged)
-            worst = min(worst, cos)
-            if losses and cos < target:
+            sums = {n: _sums(interp, quantized, reference, n) for n in judged}
+            for name, three in sums.items():
+                pooled[name] = pooled.get(name, 0.0) + three
+            if losses and min(_cosine(*three) for three in sums.values()) < target:
                 names = [n for n in reference if n in quantized and n in self.measured]
                 cosines = {n: _cos(interp, quantized, reference, n) for n in names}
                 for layer, loss in added_error(cosines, todo).items():
                     summed[layer] = summed.get(layer, 0.0) + loss
                 below += 1
             del reference, quantized
+        worst = min(_cosine(*three) for three in pooled.values())
         return worst, {k: v / below for k, v in summed.items()}
 
     def grow(self, start: Mapping[str, str], target: float, mode: str,
@@ -215,23 +221,31 @@ class FloatGrowth:
         say(f"auto mix: {len(qtable)} layer(s) in {mode}, smallest output cosine {cos:.6f}")
 
 
-def _cos(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
-         name: str) -> float:  # fmt: skip
-    """Cosine of tensor `name`, INT8 run (real values) against float: sums
-    of products in float64 by einsum, not BLAS dot (several times slower
-    on a loaded machine, and this runs on every tensor of every sample)."""
+def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+          name: str) -> np.ndarray:  # fmt: skip
+    """(t·t, r·r, t·r) of tensor `name`, INT8 run (real values) t against
+    float r: in float64 by einsum, not BLAS dot (several times slower on a
+    loaded machine, and this runs on every tensor of every sample)."""
     real = np.ravel(interp.real_values({name: quantized[name]})[name])
     ref = np.ravel(np.asarray(reference[name], np.float32))
     if real.size != ref.size:
-        return float(cosine_similarity(real, ref))  # its shape error
+        raise ValueError(f"tensor '{name}': {real.size} values in INT8, {ref.size} in float")
     real, ref = (a if np.isfinite(a).all() else np.nan_to_num(a, posinf=1e4, neginf=-1e4)
                  for a in (real, ref))  # fmt: skip
-    tt, rr, tr = (np.einsum("i,i->", a, b, dtype=np.float64)
-                  for a, b in ((real, real), (ref, ref), (real, ref)))  # fmt: skip
+    return np.array([np.einsum("i,i->", a, b, dtype=np.float64)
+                     for a, b in ((real, real), (ref, ref), (real, ref))])  # fmt: skip
+
+
+def _cosine(tt: float, rr: float, tr: float) -> float:
     norm = np.sqrt(tt) * np.sqrt(rr)
     if norm == 0.0:
         return 1.0 if tt == 0.0 and rr == 0.0 else 0.0
     return float(tr / norm)
+
+
+def _cos(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
+         name: str) -> float:  # fmt: skip
+    return _cosine(*_sums(interp, quantized, reference, name))
 
 
 def judged_tensors(module: ModuleOp) -> dict[str, str]:
