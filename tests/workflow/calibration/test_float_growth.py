@@ -217,3 +217,37 @@ def test_a_trailing_softmax_is_judged_by_its_logits(tail):
     (out,) = output_names(module)
     assert judged_tensors(module) == {out: "logits"}
     assert judged_tensors(chain_model()[1]) == {"c3": "c3"}
+
+
+def test_output_cosine_is_pooled_over_the_samples(tmp_path):
+    """One sample at full scale, one all but zero (its INT8 output rounds to
+    few steps, its own cosine is poor): the growth's figure is the cosine of
+    the two outputs taken together, against onnxruntime's float outputs."""
+    from tpuc.interp.tpu_interpreter import TpuInterpreter
+    from tpuc.ir.weights import WeightStore, attach_weights, weights_of
+    from tpuc.workflow.deploy import lower
+
+    proto, module, store = chain_model()
+    big = RNG.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    samples = [{"x": big}, {"x": big * 1e-3}]
+    interp = TopInterpreter(module, native=False)
+    floats = interp.run(store, samples[0], dump_all=True)
+    names = ("x", "c1", "r1", "c2", "r2", "c3")
+    entries = {n: CaliEntry(float(np.abs(floats[n]).max()), -1.0, 1.0) for n in names}
+    table = tmp_path / "cali_table"
+    table.write_text(format_table(CaliTable(entries), mlir="m.mlir", methods=["max"],
+                                  histogram_bins=2048, samples=1, tune_num=0))  # fmt: skip
+    growth = FloatGrowth(module, store, table, get_chip("bm1684x"), samples, interp, tmp_path)
+    pooled, _ = growth.measure({})
+    lowered = module.clone()
+    attach_weights(lowered, WeightStore(store))
+    lower(lowered, "bm1684x", "INT8", cali_table=table)
+    tpu = TpuInterpreter(lowered)
+    session = ort.InferenceSession(proto.SerializeToString())
+    got = [tpu.real_values(tpu.run(weights_of(lowered), x))["c3"] for x in samples]
+    want = [session.run(None, x)[0] for x in samples]
+    each = [cosine_similarity(g, w) for g, w in zip(got, want, strict=True)]
+    assert min(each) < pooled - 0.01  # the near-zero sample alone is worse
+    together = cosine_similarity(np.concatenate([g.ravel() for g in got]),
+                                 np.concatenate([w.ravel() for w in want]))  # fmt: skip
+    assert pooled == pytest.approx(together, abs=1e-5)
