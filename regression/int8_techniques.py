@@ -7,8 +7,11 @@ interpreter), with and without each calibration technique, in one table.
 
 Each model × variant runs run_calibration.py as a user would (plain: no
 flag; we/bc/sq/smc/adaround: that flag, deploying the module it writes;
-search: `--search search_threshold`), then deploys as model_deploy.py does
-by default (INT8 with the automatic mixed-precision step) and compares with
+search: `--search search_threshold`; cos999: the automatic mixed precision's
+output target raised from 0.99 to 0.999), then deploys as model_deploy.py
+does by default (INT8 with the automatic mixed-precision step: the lossy
+tensors' layers and the layers grown until the output cosine on the
+calibration samples reaches the target, in F16) and compares with
 onnxruntime's FP32 on held-out inputs. Each run is a worker process (the
 machine is small: one model at a time); its JSON is kept in OUT_DIR and
 reused unless --remeasure.
@@ -63,6 +66,7 @@ VARIANTS = {
     "smc": ["--smc"],
     "adaround": ["--adaround"],
     "search": ["--search", "search_threshold"],
+    "cos999": ["--auto_mix_cos", "0.999"],
 }
 CALI_SAMPLES = 4
 MODEL_CACHE = CACHE / "int8_models"
@@ -282,7 +286,7 @@ def measure(case: Case, original: Path, deployed: Path, table: Path, tests: list
     from tpuc.ir.module_io import load_module
     from tpuc.ir.qtable import format_qtable
     from tpuc.ir.weights import attach_weights, weights_of
-    from tpuc.workflow.auto_mix import auto_float_layers
+    from tpuc.workflow.auto_mix import auto_float_layers, int8_share
     from tpuc.workflow.deploy import lower
 
     module, store = load_module(deployed)
@@ -301,7 +305,9 @@ def measure(case: Case, original: Path, deployed: Path, table: Path, tests: list
         top = (reference_module, reference_store, TopInterpreter(reference_module, native=False))
     session = ort.InferenceSession(str(case.build()), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    result = {"float_layers": sorted(auto), "cos": [], "rows": [], "dets": [], "same": []}
+    kept, total, flops = int8_share(module, "bm1684x", auto)
+    result = {"float_layers": sorted(auto), "cos": [], "rows": [], "dets": [], "same": [],
+              "int8_layers": [kept, total], "int8_flops": flops}  # fmt: skip
     for x in tests:
         feed = {i.name: x[i.name].astype(safety._ort_dtype(i.type)) for i in session.get_inputs()}
         reference = dict(zip(names, session.run(None, feed), strict=True))
@@ -380,7 +386,11 @@ def cell(case: Case, r: dict | None) -> str:
         parts.append(f"AP {r['ap'][0]:.3f}")
     elif r["same"]:
         parts.append(f"{'text' if case.metric == 'ocr' else 'top1'} {np.mean(r['same']):.3f}")
-    parts.append(f"F16 {len(r['float_layers'])}")
+    share = ""
+    if "int8_layers" in r:
+        kept, total = r["int8_layers"]
+        share = f" (INT8 {kept}/{total}, {100 * r['int8_flops']:.0f}% FLOPs)"
+    parts.append(f"F16 {len(r['float_layers'])}{share}")
     return ", ".join(parts) + f" ({r['seconds']:.0f} s)"
 
 

@@ -11,7 +11,9 @@ Concat's. Values are those the Concat's requant would have given (clamped to
 the same range), with one rounding instead of two.
 
 Producers are the ops whose INT8 rule requantizes to their own output range
-(a MaxPool or a reshape keeps its input's type, so it would gain nothing);
+(a MaxPool or a reshape keeps its input's type, so it would gain nothing),
+and float layers of a mixed module: their Cast to int8 then rounds straight
+to the Concat's grid, instead of to their own and again in the Concat;
 a pre-quantized (TFLite) model keeps its own scales;
 Concats are visited from the last, so a Concat feeding a Concat passes the
 outer range on to its own inputs.
@@ -39,10 +41,12 @@ REQUANTIZING = (
 
 
 def own_input(value: SSAValue, concat: Operation, modes: dict) -> str | None:
-    """The tensor name of `value` if an INT8 requantizing op makes it for
+    """The tensor name of `value` if an INT8 requantizing op, or an op in a
+    float mode (its Cast to int8 is the requantization), makes it for
     `concat` alone (one result, no other reader, not a function output)."""
     producer = value.owner
-    if not isinstance(producer, REQUANTIZING) or modes.get(producer) != "INT8":
+    mode = modes.get(producer)
+    if mode is None or (mode == "INT8" and not isinstance(producer, REQUANTIZING)):
         return None
     if len(producer.results) != 1 or any(use.operation is not concat for use in value.uses):
         return None

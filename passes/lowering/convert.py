@@ -82,6 +82,7 @@ def _moves_follow(
             _follow(op, readers.pop(), modes, rules, chip)
         elif readers == {"INT8"} and own[op][0] == "INT8":
             _int8_readers(op, own[op][1], modes, rules)
+    _elementwise_follow(ops, modes, rules, qtable, chip)
 
 
 def _int8_readers(op: TensorOp, rule: Rule, modes: dict, rules: dict) -> None:
@@ -91,6 +92,42 @@ def _int8_readers(op: TensorOp, rule: Rule, modes: dict, rules: dict) -> None:
     as TPU-MLIR does; a move keeps its input's type, and calibration gives a
     move the range of its input, so the same integers reach the readers)."""
     modes[op], rules[op] = "INT8", rule
+
+
+ELEMENTWISE = (*top.ELEMENTWISE_UNARY, top.AddOp, top.SubOp, top.MulOp, top.MaxOp, top.MinOp,
+               top.DivOp)  # fmt: skip
+"""Ops an INT8 elementwise region (int8_region.py) is made of."""
+
+
+def _elementwise_follow(
+    ops: list[TensorOp],
+    modes: dict[TensorOp, str],
+    rules: dict[TensorOp, Rule],
+    qtable: dict[str, str],
+    chip: Chip,
+) -> None:
+    """An elementwise op the qtable does not name, whose readers all run in
+    one float mode *by choice* (the qtable's, or by following), takes it.
+    In INT8 its result would be rounded to an INT8 grid only to be read in
+    float, a rounding neither pure mode has: in INT8 the whole chain
+    (x·clip(x+3, 0, 6)/6) is one table with one rounding at its end, in
+    F16 none; with its last op alone in F16 the rest became a table that
+    rounds the gate clip(x+3, 0, 6)/6 to steps of 1/127 (PP-PicoDet's
+    decomposed HardSwish). Readers first, so a chain follows its end; a
+    float fallback reader (the chip's, not a choice) changes nothing."""
+    chosen = {op for op in ops if qtable.get(op.names[0], "INT8") != "INT8"}
+    chosen.update(op for op in ops if isinstance(op, top.VALUE_MOVES) and modes[op] != "INT8")
+    for op in reversed(ops):
+        if not isinstance(op, ELEMENTWISE) or op.names[0] in qtable or modes[op] != "INT8":
+            continue
+        readers = [use.operation for r in op.results for use in r.uses]
+        if not readers or not all(r in chosen for r in readers):
+            continue
+        wanted = {modes[r] for r in readers}
+        if len(wanted) == 1:
+            _follow(op, wanted.pop(), modes, rules, chip)
+            if modes[op] != "INT8":
+                chosen.add(op)
 
 
 def _follow(op: TensorOp, mode: str | None, modes: dict, rules: dict, chip: Chip) -> None:

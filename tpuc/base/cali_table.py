@@ -12,8 +12,11 @@ instead of quantizing a layer with a wrong scale.
 
 tpuc adds one block of its own, as comments TPU-MLIR skips: after the main
 lines, `# int8_lossy name sqnr_db` for each tensor whose INT8 form loses
-most on the calibration data (tpuc/workflow/calibration/int8_error.py), which
-model_deploy.py keeps in a float mode unless --disable_auto_mix.
+most on the calibration data (tpuc/workflow/calibration/int8_error.py), and
+`# int8_float layer loss` for each layer the output-cosine growth kept in
+float (tpuc/workflow/calibration/float_growth.py; loss: the 1 − cosine the
+layer added in INT8), which model_deploy.py keeps in a float mode unless
+--disable_auto_mix.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ LOSSY_HEADER = (
 )
 
 
+FLOAT_TAG = "int8_float"
+FLOAT_HEADER = (
+    "# layers kept in float for the network's FP32 vs INT8 output cosine (the 1 - cosine "
+    "each added in INT8); model_deploy.py keeps them in float unless --disable_auto_mix"
+)
+
+
 @dataclass(frozen=True)
 class CaliEntry:
     """One tensor's calibration: symmetric threshold and observed range."""
@@ -59,6 +69,7 @@ class CaliTable:
     asym_ops: list[str] = field(default_factory=list)
     header: list[str] = field(default_factory=list)
     lossy: dict[str, float] = field(default_factory=dict)  # tensor -> INT8 SQNR (dB)
+    float_layers: dict[str, float] = field(default_factory=dict)  # layer -> loss it added
 
     def get(self, name: str) -> CaliEntry | None:
         return self.entries.get(name)
@@ -105,6 +116,10 @@ def format_table(
     if table.lossy:
         lines.append(LOSSY_HEADER)
         lines += [f"# {LOSSY_TAG} {_checked_name(n)} {db:.2f}" for n, db in table.lossy.items()]
+    if table.float_layers:
+        lines.append(FLOAT_HEADER)
+        lines += [f"# {FLOAT_TAG} {_checked_name(n)} {loss:.6f}"
+                  for n, loss in table.float_layers.items()]  # fmt: skip
     if table.int4_thresholds:
         lines.append(INT4_MARKER)
         lines += [_entry_line(name, entry) for name, entry in table.int4_thresholds.items()]
@@ -232,6 +247,8 @@ def _comment(reader: _Reader, lineno: int, line: str) -> None:
     token = fields[0]
     if len(fields) == 4 and token == "#" and fields[1] == LOSSY_TAG:
         reader.table.lossy[fields[2]] = _float(reader, lineno, line, "SQNR", fields[3])
+    elif len(fields) == 4 and token == "#" and fields[1] == FLOAT_TAG:
+        reader.table.float_layers[fields[2]] = _float(reader, lineno, line, "loss", fields[3])
     elif token in _BLOCK_OF:
         reader.block = _BLOCK_OF[token]
     elif token in UNSUPPORTED_MARKERS:

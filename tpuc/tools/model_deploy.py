@@ -331,7 +331,7 @@ def auto_mix(out, req: Request, module, target: Path) -> Request:
     import dataclasses
 
     from tpuc.ir.qtable import format_qtable, read_qtable
-    from tpuc.workflow.auto_mix import auto_float_layers, merged_qtable, report
+    from tpuc.workflow.auto_mix import auto_float_layers, merged_qtable, report, share_text
 
     if not req.auto_mix or req.mode != "INT8" or req.cali_table is None:
         return req
@@ -340,8 +340,9 @@ def auto_mix(out, req: Request, module, target: Path) -> Request:
     auto = [layer for layer in auto if layer.name not in user]
     if not auto:
         return req
-    say(report(auto))
-    header = [f"automatic: layers {req.cali_table.name} lists as lossy in INT8"]
+    floated = [layer.name for layer in auto] + [n for n, m in user.items() if m != "INT8"]
+    say(report(auto, share=share_text(module, req.chip, floated)))
+    header = [f"automatic: layers {req.cali_table.name} keeps in float (lossy in INT8)"]
     if req.qtable is not None:
         header.append(f"with the entries of {req.qtable.name} on top")
     out.write_text(target, format_qtable(merged_qtable(auto, user), header))

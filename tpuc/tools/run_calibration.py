@@ -5,6 +5,7 @@
         [--sq] [--smc] [--we] [--bc] [--adaround] [--chip bm1684x] [--inference_num 30]
         [--search search_threshold|search_qtable|fast_search|mix_search
          [--quantize_table name_qtable] [--expected_cos 0.99] [--min_layer_cos 0.99]]
+        [--auto_mix_cos 0.99] [--auto_mix_num 4]
         -o name_cali_table
 
 Runs the TOP module's float interpreter over the samples (images are
@@ -12,7 +13,11 @@ preprocessed as model_transform recorded on the module's inputs), gathers
 every tensor's statistics in two streamed passes, picks a symmetric
 threshold per tensor with `--cali_method`, auto-tunes the thresholds on the
 first `--tune_num` samples, applies the per-op range rules and writes the
-table in TPU-MLIR's format.
+table in TPU-MLIR's format. Then, unless `--auto_mix_num 0`, it measures the
+FP32 vs INT8 output cosine (for `--chip`) on the first `--auto_mix_num`
+samples and, while the smallest is below `--auto_mix_cos`, moves the layers
+that add most error to F16, listing them in the table for model_deploy.py's
+automatic mixed precision (tpuc/workflow/calibration/float_growth.py).
 
 The techniques (--sq, --smc, --we, --bc, --adaround) change the module's
 weights (--smc also inserts a Mul before and after each attention MatMul):
@@ -88,6 +93,21 @@ def build_parser():
         "--tune_list", help="file listing the auto-tune samples instead (one per line)"
     )
     add_technique_flags(parser)
+    parser.add_argument(
+        "--auto_mix_cos",
+        type=float,
+        default=0.99,
+        help="automatic mixed precision: grow the F16 layers until the smallest FP32 vs INT8 "
+        "output cosine on the --auto_mix_num samples reaches this, a trailing Softmax judged by "
+        "its logits; the smallest set found is kept (default 0.99)",
+    )
+    parser.add_argument(
+        "--auto_mix_num",
+        type=int,
+        default=4,
+        help="samples (the first of the dataset) the output cosine is measured on for the "
+        "automatic mixed precision (0 = no output measurement; default 4)",
+    )
     parser.add_argument("-o", "--calibration_table", required=True, help="output table file")
     return parser
 
@@ -114,7 +134,8 @@ def add_technique_flags(parser) -> None:
     flag("--inference_num", type=int, default=30,
          help="samples the FP32 vs INT8 cosine is measured on (default 30)")  # fmt: skip
     flag("--chip", "--processor", dest="chip", default="bm1684x",
-         help="chip the INT8 cosine is measured for (default bm1684x)")  # fmt: skip
+         help="chip the INT8 cosine is measured for, by the techniques, the searches and the "
+         "automatic mixed precision (default bm1684x)")  # fmt: skip
     flag("--expected_cos", type=float, default=0.99, help="qtable searches: output cosine to "
          "reach (default 0.99)")  # fmt: skip
     flag("--min_layer_cos", type=float, default=0.99, help="fast_search / mix_search: layers "
@@ -137,6 +158,9 @@ class Request:
     tune_num: int
     tune_list: str | None
     output: Path
+    chip: str = "bm1684x"
+    mix_cos: float = 0.99
+    mix_num: int = 4
     plan: object | None = None  # tpuc.workflow.calibration.techniques.Plan when asked for
     output_mlir: Path | None = None
     qtable: Path | None = None
@@ -188,6 +212,10 @@ def check_request(args) -> Request:
         raise TpucError(f"--tune_num {args.tune_num}: must be 0 (no tuning) or positive")
     if args.tune_list is not None:
         existing_file(args.tune_list, "--tune_list")
+    if args.auto_mix_num < 0:
+        raise TpucError(f"--auto_mix_num {args.auto_mix_num}: must be 0 (off) or positive")
+    if not -1.0 <= args.auto_mix_cos <= 1.0:
+        raise TpucError(f"--auto_mix_cos {args.auto_mix_cos}: a cosine is between -1 and 1")
     if Path(args.calibration_table).is_dir():
         raise TpucError(f"-o {args.calibration_table}: is a folder, not a table file name")
     output = Path(args.calibration_table)
@@ -202,6 +230,9 @@ def check_request(args) -> Request:
         tune_num=args.tune_num,
         tune_list=args.tune_list,
         output=output,
+        chip=args.chip,
+        mix_cos=args.auto_mix_cos,
+        mix_num=args.auto_mix_num,
         plan=plan,
         output_mlir=output_mlir,
         qtable=qtable,
@@ -265,6 +296,7 @@ def run(argv: list[str] | None = None) -> int:
             refuse_overwrite(path, protected)
         return run_plan(req, cal, samples, tune_samples, protected, generated, start)
     entries = cal.run(samples, tune_samples, req.method, req.bins, progress)
+    grown = grow_float_layers(req, cal, samples, entries, cal.lossy)
     write_table(
         req.output,
         entries,
@@ -276,6 +308,7 @@ def run(argv: list[str] | None = None) -> int:
         generated=generated,
         protected=protected,
         lossy=cal.lossy,
+        float_layers=grown,
     )
     say_lossy(cal.lossy)
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in cal.timings.items())
@@ -291,6 +324,38 @@ def say_lossy(lossy: dict[str, float]) -> None:
         say(f"{len(lossy)} tensor(s) lose most in INT8 on these samples: {listed}{more}")
 
 
+def grow_float_layers(req: Request, cal, samples, entries, lossy) -> dict[str, float]:
+    """The layers the output-cosine growth keeps in float beyond the lossy
+    tensors' (layer -> the loss it added), said as they are measured."""
+    import tempfile
+
+    from tpuc.base.cali_table import CaliTable, format_table
+    from tpuc.target.chips import get_chip
+    from tpuc.workflow.auto_mix import float_mode, lossy_float_layers, share_text
+    from tpuc.workflow.calibration.float_growth import FloatGrowth
+
+    if req.mix_num == 0:
+        return {}
+    chip = get_chip(req.chip)
+    mode = float_mode(chip)
+    start = {layer.name: layer.mode for layer in lossy_float_layers(cal.module, lossy, chip)}
+    inputs = [cal.load(s) for s in samples[: req.mix_num]]
+    with tempfile.TemporaryDirectory(prefix="tpuc_growth_") as tmp:
+        table = Path(tmp) / "cali_table"
+        table.write_text(format_table(CaliTable(entries=dict(entries)), mlir=req.mlir.name,
+                                      methods=[req.method], histogram_bins=req.bins,
+                                      samples=len(samples), tune_num=0))  # fmt: skip
+        growing = FloatGrowth(cal.module, cal.weights, table, chip, inputs, cal.interp, Path(tmp))
+        growth = growing.grow(start, req.mix_cos, mode, say)
+    floated = [*start, *growth.layers]
+    outcome = "reached" if growth.reached else "not reached: every layer adding error is in float"
+    say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f} on {len(inputs)} "
+        f"sample(s), target {req.mix_cos} {outcome}; {len(growth.layers)} layer(s) grown into "
+        f"{mode}, {len(floated)} in all; {share_text(cal.module, chip, floated)} "
+        f"({growth.seconds:.1f} s)")  # fmt: skip
+    return growth.layers
+
+
 def run_plan(req: Request, cal, samples, tune_samples, protected, generated, start) -> int:
     """Techniques and/or search, then every output written together."""
     from tpuc.base.cali_table import CaliTable, format_table
@@ -304,7 +369,8 @@ def run_plan(req: Request, cal, samples, tune_samples, protected, generated, sta
     methods = [req.method] + list(req.plan.techniques)
     if req.plan.search:
         methods.append(req.plan.search)
-    table = CaliTable(entries=outcome.entries, lossy=outcome.lossy)
+    grown = grow_float_layers(req, cal, samples, outcome.entries, outcome.lossy)
+    table = CaliTable(entries=outcome.entries, lossy=outcome.lossy, float_layers=grown)
     text = format_table(table, mlir=mlir.name, methods=methods,
                         histogram_bins=req.bins, samples=len(samples),
                         tune_num=len(tune_samples), generated=generated)  # fmt: skip

@@ -44,8 +44,9 @@ def samples() -> list[dict[str, np.ndarray]]:
     return [{"x": rng.uniform(3.0, 6.0, SHAPE).astype(np.float32)} for _ in range(4)]
 
 
-def lowered(tmp_path: Path, onnx_path: str, qtable: dict[str, str]):
-    """Calibrate (max) on `samples()`, lower to INT8 on bm1684x with `qtable`."""
+def lowered(tmp_path: Path, onnx_path: str, qtable: dict[str, str], inputs=None):
+    """Calibrate (max) on `inputs` (default `samples()`), lower to INT8 on
+    bm1684x with `qtable`."""
     from tpuc.frontends.onnx.converter import convert_onnx
     from tpuc.ir.qtable import format_qtable
     from tpuc.ir.weights import WeightStore, attach_weights
@@ -56,7 +57,7 @@ def lowered(tmp_path: Path, onnx_path: str, qtable: dict[str, str]):
     store = WeightStore(weights)
     attach_weights(module, store)
     paths = []
-    for i, sample in enumerate(samples()):
+    for i, sample in enumerate(inputs or samples()):
         paths.append(tmp_path / f"s{i}.npz")
         np.savez(paths[-1], **sample)
     cali = Calibration(module, store, str(tmp_path / "head.mlir"), warn=lambda _: None)

@@ -180,12 +180,13 @@ def write_table(
     generated: str | None,
     protected: Sequence[Path] = (),
     lossy: dict[str, float] | None = None,
+    float_layers: dict[str, float] | None = None,
 ) -> None:
     """The table, written atomically (never over the module it came from)."""
     from tpuc.base.files import OutputSet
 
     text = format_table(
-        CaliTable(entries=entries, lossy=dict(lossy or {})),
+        CaliTable(entries=entries, lossy=dict(lossy or {}), float_layers=dict(float_layers or {})),
         mlir=mlir.name,
         methods=[method],
         histogram_bins=bins,
