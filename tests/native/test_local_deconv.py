@@ -17,6 +17,7 @@ import pytest
 from local_groups import lowered
 from native_models import check, transformed
 from onnx import helper, numpy_helper
+from onnx_init import normal_init
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +25,7 @@ def head(tmp_path_factory):
     work = tmp_path_factory.mktemp("local_deconv")
     rng = np.random.default_rng(5)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     nodes = [
@@ -116,8 +116,7 @@ def head_sigmoid(tmp_path_factory):
     work = tmp_path_factory.mktemp("local_deconv_sigmoid")
     rng = np.random.default_rng(6)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     nodes = [

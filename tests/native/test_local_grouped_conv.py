@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from local_groups import lowered
 from native_models import check, transformed
-from onnx import helper, numpy_helper
+from onnx import helper
+from onnx_init import normal_init
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +27,7 @@ def unit(tmp_path_factory):
     work = tmp_path_factory.mktemp("grouped_conv")
     rng = np.random.default_rng(7)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     nodes = [

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from native_models import transformed
 from onnx import helper, numpy_helper
+from onnx_init import normal_init
 
 from tpuc.tools import model_deploy
 
@@ -26,8 +27,7 @@ def entry(tmp_path_factory):
     work = tmp_path_factory.mktemp("hoist")
     rng = np.random.default_rng(5)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     def shape(name, dims):
         return numpy_helper.from_array(np.array(dims, np.int64), name)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from onnx import helper, numpy_helper
+from onnx_init import normal_init
 
 
 def chain_onnx(work: Path) -> tuple[str, str]:
@@ -17,8 +18,7 @@ def chain_onnx(work: Path) -> tuple[str, str]:
 
     rng = np.random.default_rng(7)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     nodes = [
@@ -46,8 +46,7 @@ def pool_chain_onnx(work: Path, pool: str = "MaxPool") -> tuple[str, str]:
 
     rng = np.random.default_rng(3)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     padded = {"count_include_pad": 1} if pool == "AveragePool" else {}
@@ -76,8 +75,7 @@ def depthwise_chain_onnx(work: Path) -> tuple[str, str]:
 
     rng = np.random.default_rng(4)
 
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("f4"), name)
+    init = normal_init(rng)
 
     node = helper.make_node
     nodes = [
