@@ -25,6 +25,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     half_depthwise,
     lut,
     mul,
+    pool,
     pool_wide,
     quantize,
     scale,

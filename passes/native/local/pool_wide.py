@@ -32,9 +32,8 @@ from tpuc.passes.native.local.ops import (
     value_spec,
 )
 from tpuc.passes.native.local.plan import NPU_NUM, GroupPlan
+from tpuc.passes.native.local.pool import POOLING
 from tpuc.target.vendor.params import ConvLocal
-
-POOLING = LOCAL_RULES[tpu.Pool2DOp]  # ops.py's rule: the chip's pooling kernel
 
 
 def is_global(op: Operation) -> bool:
