@@ -24,8 +24,13 @@ from tpuc.dialects.base import shape_of
 from tpuc.ir.core import element_of, main_function
 from tpuc.ir.weights import WeightStore
 from tpuc.passes.native.context import dtype_name, quant_of
+from tpuc.passes.native.local.plan import NPU_NUM
 
 LOCAL = (tpu.Pool2DOp, tpu.Conv2DOp)  # producers a layer group holds (a pool, a rewritten fc)
+LANE_BYTES = 8192
+"""At most these filter bytes a lane (ceil(N/64)·C·H·W; smallcnn's fc1 4,096):
+the measured fcs; a classifier of 1,000 columns (resnet50's 32 KB a lane)
+is left to the global fc until measured."""
 CARRIED = ("do_relu", "relu_limit", "multiplier", "rshift", "round_mode", "coeff_merged",
            "subnet_id")  # fmt: skip
 
@@ -49,6 +54,8 @@ def applies(op: Operation) -> bool:
     if shape is None or right is None or len(shape) != 4 or shape[0] != 1 or len(right) != 2:
         return False
     k, n = shape[1] * shape[2] * shape[3], shape_of(op.results[0])[-1]
+    if -(-n // NPU_NUM) * k > LANE_BYTES:
+        return False
     expected = (n, k) if op.value("right_transpose") else (k, n)
     return tuple(shape_of(op.operands[0])) == (1, k) and tuple(right) == expected
 
