@@ -47,6 +47,9 @@ def applies(op: Operation) -> bool:
         return False
     if quant_of(op.operands[0]) is None or dtype_name(op.results[0]) not in ("i8", "u8"):
         return False
+    right_q = quant_of(op.operands[1])
+    if right_q is not None and right_q.zero_point:  # the convolution's filter has none
+        return False
     reshape = op.operands[0].owner
     if not isinstance(reshape, tpu.ReshapeOp) or not isinstance(reshape.operands[0].owner, LOCAL):
         return False
