@@ -63,13 +63,15 @@ def native_codegen(module, store, chip: str, vendor, opt: int = 2,
 
 
 def finalize_grouped(module, store, chip: str, opt: int, vendor) -> None:
-    """weight-reorder, subnet-divide, narrow elementwise chains spread over
+    """weight-reorder, subnet-divide, a pooled fc as a 1x1 convolution
+    (tpuc.passes.native.local.fc_conv), narrow elementwise chains spread over
     the lanes (tpuc.passes.native.local.spread), the layer-group search
     priced by the vendor library (tpuc.passes.native.local.groups),
     address-assign."""
     from tpuc.ir.weights import attach_weights
     from tpuc.passes.finalize import module_chip
     from tpuc.passes.native.local.emit import GroupPricer
+    from tpuc.passes.native.local.fc_conv import fc_as_local_conv
     from tpuc.passes.native.local.groups import plan_native_groups
     from tpuc.passes.native.local.spread import spread_narrow
     from tpuc.passes.registry import get_pass
@@ -78,6 +80,7 @@ def finalize_grouped(module, store, chip: str, opt: int, vendor) -> None:
     found = module_chip(module, "finalize", chip)
     attach_weights(module, store)
     run_passes(module, [get_pass("weight-reorder")(), get_pass("subnet-divide")(chip=chip)])
+    fc_as_local_conv(module, store)
     spread_narrow(module)
     with GroupPricer(vendor) as pricer:
         plan_native_groups(module, found, opt, pricer)
