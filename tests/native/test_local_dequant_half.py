@@ -35,7 +35,10 @@ def test_int8_to_half_cast_is_local(tmp_path, half):
     dw = (rng.standard_normal((32, 1, 3, 3)) * 0.3).astype(np.float32)
     nodes = [
         node("Conv", ["a", "w"], ["c"], kernel_shape=[1, 1]),
-        node("Sigmoid", ["c"], ["r"]),  # an INT8 table: no float epilogue to fold the cast into
+        node("Sigmoid", ["c"], ["s"]),  # an INT8 table: no float epilogue to fold the cast into
+        # not elementwise, so it stays INT8 (an elementwise op read only by
+        # F16 layers runs in F16 itself: passes/lowering/convert.py)
+        node("MaxPool", ["s"], ["r"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         node("Conv", ["r", "dw"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=32),
         node("Relu", ["d"], ["y"]),
     ]
