@@ -115,8 +115,10 @@ def _broadcast_loads(plan: GroupPlan, ops: Sequence[Operation], inputs) -> None:
     the kernel's TIU copy of the input)."""
     for op in ops:
         lanes, value = three_ic_lanes(op), op.operands[0]
+        if not lanes or value not in inputs:
+            continue  # guard first: counting readers walks the whole group
         readers = sum(1 for other in ops for operand in other.operands if operand is value)
-        if lanes and value in inputs and readers == 1:
+        if readers == 1:
             plan.tensors[value].bcast_lanes = lanes
 
 
