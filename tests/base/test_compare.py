@@ -188,3 +188,26 @@ def test_strings_are_not_compared():
     with pytest.raises(TpucError) as info:
         compare_tensors("t", np.array(["a"]), np.array(["a"]))
     assert str(info.value) == "tensor 't' holds <U1 values; only real numbers can be compared"
+
+
+def test_similarity_bits_do_not_depend_on_blas_threads():
+    """The growth and the searches decide on these numbers: 1, 2 and 4
+    BLAS threads must give the same bits (a threaded ddot did not)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np; from tpuc.base.compare import similarity;"
+        "g = np.random.default_rng(0); a = g.standard_normal(3_000_001);"
+        "b = a + 0.01 * g.standard_normal(a.size); s = similarity(b, a);"
+        "print(repr(s.cosine), repr(s.euclid), repr(s.sqnr))"
+    )
+    seen = set()
+    for threads in ("1", "2", "4"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        seen.add(out.stdout)
+    assert len(seen) == 1, seen

@@ -168,14 +168,21 @@ def _measures(t: np.ndarray, r: np.ndarray, noise: np.ndarray) -> Similarity:
     """cosine, euclidean similarity and SQNR of clean flat float64 arrays
     from four dot products and two sums (a few passes over the data, instead
     of one temporary array per formula)."""
-    tt, rr, tr = float(np.dot(t, t)), float(np.dot(r, r)), float(np.dot(t, r))
-    nn = float(np.dot(noise, noise))
+    tt, rr, tr = _dot(t, t), _dot(r, r), _dot(t, r)
+    nn = _dot(noise, noise)
     n = max(t.size, 1)
     noise_energy = max(nn - float(noise.sum()) ** 2 / n, 0.0)
     signal_energy = max(rr - float(r.sum()) ** 2 / n, 0.0)
     return Similarity(
         _cosine(tt, rr, tr), _euclid(tt, rr, tr, nn), _sqnr(signal_energy, noise_energy)
     )
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """A dot product whose sum order does not depend on the thread count:
+    OpenBLAS splits a long ddot across threads, so its last bits (and a
+    growth or search decision taken on them) changed with OPENBLAS_NUM_THREADS."""
+    return float(np.einsum("i,i->", a, b))
 
 
 def _cosine(tt: float, rr: float, tr: float) -> float:
