@@ -6,13 +6,16 @@ descriptor 1, where the vendor libraries print, at a log file in the
 working directory. Each request names a method of the session object of
 KIND; its result or its TpucError message goes back as ("ok", value) or
 ("error", message). A crash in the library simply ends the process: the
-parent sees the channel close and reports it.
+parent sees the channel close and reports it. A parent that dies ends the
+worker too, even in the middle of a long vendor call (`watch_parent`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 
 from tpuc.base.errors import TpucError
 from tpuc.target.vendor.worker import LOG_NAME, read_frame, write_frame
@@ -30,8 +33,26 @@ def _session(kind: str, lib_dir: str):
     raise SystemExit(f"unknown worker kind {kind}")
 
 
+def watch_parent(period: float = 1.0) -> threading.Thread:
+    """End this process when its parent is gone. A vendor call can run for
+    minutes in C (ctypes lets go of the GIL meanwhile), and the closed
+    channel is only seen between calls: without this a killed model_deploy
+    left its worker computing for the rest of the model."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="tpuc-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def main() -> None:
     kind, lib_dir = sys.argv[1], sys.argv[2]
+    watch_parent()
     channel_out = os.fdopen(os.dup(1), "wb")
     channel_in = os.fdopen(os.dup(0), "rb")
     log = os.open(LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
