@@ -221,10 +221,11 @@ class TopInterpreter:
             while True:
                 with np.errstate(all="ignore"), self.executor.active():
                     item = next(walk, None)
+                    while item is not None and isinstance(item[0].op, top.WeightOp | top.NoneOp):
+                        item = next(walk, None)
                 if item is None:
                     return
-                if not isinstance(item[0].op, top.WeightOp | top.NoneOp):
-                    yield item
+                yield item
                 item = None  # the caller's references only, while the run goes on
         finally:
             walk.close()

@@ -126,8 +126,9 @@ class FloatGrowth:
     ) -> tuple[float, dict[str, float]]:
         """(smallest output cosine, layer -> the error it adds averaged over
         the samples below `target`) with `qtable`'s layers in float. Only
-        those samples are measured layer by layer (what the growth must fix,
-        and the cost of a run where nothing grows is one run per sample)."""
+        those samples count layer by layer (what the growth must fix); the
+        runs are compared as they go (`streamed_sums`), so every sample's
+        layer sums are taken, the output coming last."""
         interp, weights = self._int8_run(qtable)
         todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
         runs = Lockstep(interp, self.float_interp, {*self.outputs, *self.outputs.values(),
