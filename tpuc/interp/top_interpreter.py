@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,11 @@ def _leaf(op: Operation) -> bool:
 Observer = Callable[[Step, list, list[np.ndarray]], None]
 """Called after each op with its operand and result arrays (see `run`)."""
 
+
+def _ignore(step: Step, args: list, results: list) -> None:
+    """The observer of a `stream`: every result is wanted, none is kept."""
+
+
 Placement = tuple[int, tuple[slice, ...]]  # the Concat's step, the part of its result
 
 
@@ -124,12 +129,21 @@ class TopInterpreter:
 
     `native`: run exportable ops as onnxruntime sessions (the accelerator;
     callers ask `accelerator.accelerated` whether they may), else every op
-    in tpuc's own kernels, which define TOP's float semantics."""
+    in tpuc's own kernels, which define TOP's float semantics.
+
+    `executor`: the threads and memory to run on, when not its own (e.g.
+    another interpreter's `Executor.sibling`; `threads` is then its)."""
 
     title = "TOP interpreter"  # the progress bar's label
 
-    def __init__(self, module: ModuleOp, threads: int | None = None, native: bool = False):
-        self.executor = Executor(threads)
+    def __init__(
+        self,
+        module: ModuleOp,
+        threads: int | None = None,
+        native: bool = False,
+        executor: Executor | None = None,
+    ):
+        self.executor = executor or Executor(threads)
         self.native = native
         self._native: Any = None  # NativeRuns of the last weights
         body = main_function(module).body.block
@@ -181,13 +195,47 @@ class TopInterpreter:
         with np.errstate(all="ignore"), self.executor.active():
             try:
                 watch = (observe, operands)
-                return self._run(weights, inputs, dump_all, progress, watch, given, reuse)
+                walk = self._walk(weights, inputs, dump_all, progress, watch, given, reuse)
+                while True:
+                    try:
+                        next(walk)
+                    except StopIteration as done:
+                        return done.value
             finally:
                 self.executor.arena.finish()
 
-    def _run(
+    def stream(
+        self, weights: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
+    ) -> Iterator[tuple[Step, list[np.ndarray]]]:
+        """A run op by op: (step, its results) for each op other than Weight
+        and None (Input included), computed only when the caller asks for
+        the next one. Two interpreters can so run one sample in lock step
+        and be compared tensor by tensor without either keeping every tensor
+        (a dump_all): each step runs inside this interpreter's own executor
+        (its arena and thread setting), whatever the other does between.
+        Results the caller keeps are never written into (the arena recycles
+        and donates only buffers nothing else references); the values are
+        those of `run`."""
+        walk = self._walk(weights, inputs, False, False, (_ignore, False), None, ())
+        try:
+            while True:
+                with np.errstate(all="ignore"), self.executor.active():
+                    item = next(walk, None)
+                    while item is not None and isinstance(item[0].op, top.WeightOp | top.NoneOp):
+                        item = next(walk, None)
+                if item is None:
+                    return
+                yield item
+                item = None  # the caller's references only, while the run goes on
+        finally:
+            walk.close()
+            self.executor.arena.finish()
+
+    def _walk(
         self, weights, inputs, dump_all: bool, progress: bool, watch, given, reuse
-    ) -> dict[str, np.ndarray]:
+    ) -> Generator[tuple[Step, list], None, dict[str, np.ndarray]]:
+        """The run itself: yields each step with its results once they are
+        in the environment (see `stream`), returns what `run` returns."""
         observe, operands = watch
         env: dict[SSAValue, Any] = {}
         native = self._native_runs(weights) if not reuse else None
@@ -219,6 +267,7 @@ class TopInterpreter:
             if observe is not None and not isinstance(step.op, top.WeightOp | top.NoneOp):
                 args = [env[v] for v in step.operands] if operands and not step.leaf else []
                 observe(step, args, results)
+            yield step, results
             if dump_all:
                 if not isinstance(step.op, top.WeightOp | top.NoneOp):
                     dumped.update(zip(step.names, results, strict=True))

@@ -32,6 +32,7 @@ from tpuc.interp.tpu_ops.float_ops import rounded
 from tpuc.interp.tpu_ops.params import element_record
 from tpuc.ir.core import element_of, inline_weight, int_width, kind_of
 from tpuc.kernels.cast import stored_input
+from tpuc.kernels.executor import Executor
 
 
 def decode_weight(name: str, element: Attribute, raw: np.ndarray) -> np.ndarray:
@@ -78,8 +79,10 @@ class TpuInterpreter(TopInterpreter):
 
     title = "TPU interpreter"  # stored values, exact kernels: never the accelerator
 
-    def __init__(self, module: ModuleOp, threads: int | None = None):
-        super().__init__(module, threads)
+    def __init__(
+        self, module: ModuleOp, threads: int | None = None, executor: Executor | None = None
+    ):
+        super().__init__(module, threads, executor=executor)
         self.elements: dict[str, Attribute] = {}  # tensor name -> element type
         for step in self.steps:
             for name, value in zip(step.names, step.results, strict=True):

@@ -80,6 +80,11 @@ class Arena:
             buf = self._lent.pop(key)
             self._free.setdefault(buf.shape, []).append(buf)
 
+    def release(self) -> None:
+        """Drop the free buffers (memory the OS may have back); lent ones
+        stay tracked."""
+        self._free.clear()
+
     def finish(self) -> None:
         """End of a run: buffers still lent escape (outputs); forget them."""
         self._donors = ()

@@ -90,6 +90,25 @@ class Executor:
         self._chooser: SettingChooser | None = None
         self.arena: Arena | None = Arena()
         self._memo: dict = {}
+        self._home = self  # whose worker pool runs the shards (see `sibling`)
+
+    def sibling(self) -> Executor:
+        """An executor on this one's memory and workers (arena, scratch
+        buffers, thread pool) with plans of its own: for an interpreter that
+        takes turns with this one's op by op (TopInterpreter.stream), so the
+        two keep one working set between them, not two. Its plans go with it
+        (they name the ops of its module). The two must never run at once."""
+        other = Executor(self.requested, self.min_shard_work)
+        other.arena, other._scratch, other._home = self.arena, self._scratch, self._home
+        return other
+
+    def release(self) -> None:
+        """Let go of the memory kept for later runs (recycled buffers and
+        scratch, on every thread), e.g. before other work needs it; plans
+        stay. The next run allocates again what it uses."""
+        if self.arena is not None:
+            self.arena.release()
+        self._scratch = threading.local()
 
     @contextmanager
     def active(self) -> Iterator[Executor]:
@@ -224,12 +243,13 @@ class Executor:
         return buffers
 
     def _workers(self) -> ThreadPoolExecutor:
-        if self._pool is None or self._pool_size < self.threads - 1:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-            self._pool_size = self.threads - 1
-            self._pool = ThreadPoolExecutor(self._pool_size, thread_name_prefix="tpuc-kernel")
-        return self._pool
+        home = self._home
+        if home._pool is None or home._pool_size < self.threads - 1:
+            if home._pool is not None:
+                home._pool.shutdown(wait=False)
+            home._pool_size = self.threads - 1
+            home._pool = ThreadPoolExecutor(home._pool_size, thread_name_prefix="tpuc-kernel")
+        return home._pool
 
 
 class _Sequential(Executor):

@@ -265,3 +265,31 @@ def test_depthwise_blocks_never_change_a_result(monkeypatch):
         with Executor(threads=threads, min_shard_work=0).active():
             results.append(run_kernel(top.ConvOp, [x, w, b], attrs).copy())
     assert all(r.tobytes() == results[0].tobytes() for r in results)
+
+
+def test_a_sibling_shares_memory_and_workers_not_plans():
+    """Calibration's INT8 run takes turns with the float run on one working
+    set: a sibling recycles its parent's buffers and uses its threads, but
+    keeps its own plans (they name its module's ops); `release` lets the
+    recycled buffers go."""
+    parent = Executor(threads=2, min_shard_work=0)
+    child = parent.sibling()
+    with parent.active():
+        parent.memo("plan", lambda: "parent's")
+        lent = parent.empty((4, 4))
+        parent.parallel_for(4, lambda i: None)
+    del lent
+    parent.arena.finish()
+    with child.active():
+        assert child.memo("plan", lambda: "child's") == "child's"
+        assert child.arena is parent.arena
+        assert np.shares_memory(child.scratch("s", (2,)), parent.scratch("s", (2,)))
+        child.parallel_for(4, lambda i: None)
+    assert child._workers() is parent._workers()
+    with parent.active():
+        buf = parent.empty((8,))
+    del buf
+    parent.arena.collect()
+    assert parent.arena._free
+    parent.release()
+    assert not parent.arena._free

@@ -38,7 +38,7 @@ cosine 0 on its own and says nothing about the network.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.target.chips import Chip
+from tpuc.workflow.calibration.lockstep import Lockstep
 
 Inputs = Mapping[str, np.ndarray]
 Progress = Callable[[Iterable, str], Iterable]
@@ -125,13 +126,43 @@ class FloatGrowth:
     ) -> tuple[float, dict[str, float]]:
         """(smallest output cosine, layer -> the error it adds averaged over
         the samples below `target`) with `qtable`'s layers in float. Only
-        those samples are measured layer by layer (what the growth must fix,
-        and the cost of a run where nothing grows is one run per sample)."""
+        those samples count layer by layer (what the growth must fix); the
+        runs are compared as they go (`streamed_sums`), so every sample's
+        layer sums are taken, the output coming last."""
+        interp, weights = self._int8_run(qtable)
+        todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
+        runs = Lockstep(interp, self.float_interp, {*self.outputs, *self.outputs.values(),
+                                                    *self.measured})  # fmt: skip
+        judged = list(dict.fromkeys(j if j in runs.wanted else o for o, j in self.outputs.items()))
+        pooled: dict[str, np.ndarray] = {}
+        summed, below = {}, 0
+        for x in self.samples:
+            layered = self.measured if losses else ()
+            sums, error = streamed_sums(runs, (weights, self.store), x, judged, layered)
+            for name in judged:
+                pooled[name] = pooled.get(name, 0.0) + sums[name]
+            if losses and min(_cosine(*sums[n]) for n in judged) < target:
+                if error is not None:
+                    raise error
+                cosines = {n: _cosine(*three) for n, three in sums.items() if n in self.measured}
+                for layer, loss in added_error(cosines, todo).items():
+                    summed[layer] = summed.get(layer, 0.0) + loss
+                below += 1
+        worst = min(_cosine(*three) for three in pooled.values())
+        return worst, {k: v / below for k, v in summed.items()}
+
+    def _int8_run(self, qtable: Mapping[str, str]):
+        """The module lowered as model_deploy.py would with `qtable`'s layers
+        in float: its TPU interpreter and weights. The interpreter runs on
+        the float interpreter's memory (the two take turns, lockstep.py),
+        which first lets go of what calibration's runs kept, so the
+        lowering can use it."""
         from tpuc.interp.tpu_interpreter import TpuInterpreter
         from tpuc.ir.qtable import format_qtable
         from tpuc.ir.weights import weights_of
         from tpuc.workflow.deploy import lower
 
+        self.float_interp.executor.release()
         lowered = self.module.clone()
         attach_weights(lowered, WeightStore(self.store))
         path = None
@@ -139,27 +170,8 @@ class FloatGrowth:
             path = self.scratch / "growth_qtable"
             path.write_text(format_qtable(dict(qtable)))
         lower(lowered, self.chip.name, "INT8", cali_table=self.cali_table, qtable=path)
-        interp, weights = TpuInterpreter(lowered), weights_of(lowered)
-        todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
-        pooled: dict[str, np.ndarray] = {}
-        summed, below = {}, 0
-        for x in self.samples:
-            reference = self.float_interp.run(self.store, x, dump_all=True)
-            quantized = interp.run(weights, x, dump_all=True)
-            judged = [j if j in quantized and j in reference else o
-                      for o, j in self.outputs.items()]  # fmt: skip
-            sums = {n: _sums(interp, quantized, reference, n) for n in judged}
-            for name, three in sums.items():
-                pooled[name] = pooled.get(name, 0.0) + three
-            if losses and min(_cosine(*three) for three in sums.values()) < target:
-                names = [n for n in reference if n in quantized and n in self.measured]
-                cosines = {n: _cos(interp, quantized, reference, n) for n in names}
-                for layer, loss in added_error(cosines, todo).items():
-                    summed[layer] = summed.get(layer, 0.0) + loss
-                below += 1
-            del reference, quantized
-        worst = min(_cosine(*three) for three in pooled.values())
-        return worst, {k: v / below for k, v in summed.items()}
+        executor = self.float_interp.executor.sibling()
+        return TpuInterpreter(lowered, executor=executor), weights_of(lowered)
 
     def grow(self, start: Mapping[str, str], target: float, mode: str,
              say: Callable[[str], None] = lambda _: None) -> Growth:  # fmt: skip
@@ -243,9 +255,29 @@ def _cosine(tt: float, rr: float, tr: float) -> float:
     return float(tr / norm)
 
 
-def _cos(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
-         name: str) -> float:  # fmt: skip
-    return _cosine(*_sums(interp, quantized, reference, name))
+def streamed_sums(runs: Lockstep, weights: tuple[Inputs, Inputs], x: Inputs,
+                  judged: Sequence[str], layered: Collection[str],
+                  ) -> tuple[dict[str, np.ndarray], ValueError | None]:  # fmt: skip
+    """`_sums` of the `judged` tensors and of the `layered` ones both runs
+    compute, the INT8 run (`runs.lead`) against the float one, for sample
+    `x`: the two run side by side and each tensor is dropped once summed
+    (lockstep.py), so neither run's tensors are all held at once. The
+    layered tensors are summed whether or not the sample will need them
+    (that is known only at its output); a size mismatch among them comes
+    back as the error to raise if their cosines are used."""
+    sums: dict[str, np.ndarray] = {}
+    error = None
+    interp = runs.lead
+    for name, quantized, reference in runs.pairs(*weights, x):
+        if name not in judged and name not in layered:
+            continue
+        try:
+            sums[name] = _sums(interp, {name: quantized}, {name: reference}, name)
+        except ValueError as exc:
+            if name in judged:
+                raise
+            error = error or exc
+    return sums, error
 
 
 def judged_tensors(module: ModuleOp) -> dict[str, str]:
