@@ -5,7 +5,8 @@ for the product) and Concat (one requant per input).
 
 Parameters follow the integer contract in dialects/tpu/ops.py; widths come
 from the chip (`eltwise_multiplier_bits` for Add/Sub, `multiplier_bits` for
-Mul and Concat), so cv18xx's 8-bit multipliers need no rule of their own.
+Mul and Concat; bm168x's symmetric Add/Sub/Concat take the chip's u8 per-term
+form), so cv18xx's 8-bit multipliers need no rule of their own.
 """
 
 from __future__ import annotations
@@ -236,19 +237,32 @@ def lower_mul(lw: Lowering):
 # --- Concat ---------------------------------------------------------------------------------
 
 
-def concat_requant(lw: Lowering, quant: QuantParams, out: QuantParams) -> tuple[int, int]:
+def concat_requant(
+    lw: Lowering, quant: QuantParams, out: QuantParams, term: bool
+) -> tuple[int, int]:
     """(multiplier, rshift) taking input values onto the output's scale; the
-    identity (1, 0) when both types are the same (a plain copy)."""
+    identity (1, 0) when both types are the same (a plain copy). `term`
+    (bm168x, symmetric): the chip's MulShift form, a u8 multiplier and its
+    own rshift, as TPU-MLIR's do_transfer (8-bit multipliers) lowers it."""
     if quant.scale == out.scale and quant.zero_point == out.zero_point:
         return 1, 0
+    if term:
+        return term_multiplier(quant.scale / out.scale)
     return multiplier_rshift(quant.scale / out.scale, lw.chip.multiplier_bits)
 
 
 @lowering(top.ConcatOp, modes=("INT8",))
 def lower_concat(lw: Lowering):
-    """Input i is requant(q_i − Z_i, M_i, r_i) + Z_out, M_i/2^r_i ≈ S_i/S_out."""
+    """Input i is requant(q_i − Z_i, M_i, r_i) + Z_out, M_i/2^r_i ≈ S_i/S_out;
+    on a chip with the per-term form (term_rshift_form) M_i is a u8
+    multiplier rounded half up, what the chip's MulShift computes (one AR
+    multiply-shift, where a 32-bit multiplier takes the chip's requant
+    path at four times the cycles)."""
     inputs = [read_int8(lw, i) for i in range(len(lw.op.operands))]
     out = lw.out_quant()
-    pairs = [concat_requant(lw, q, out) for _, q in inputs]
+    term = term_rshift_form(lw, inputs, out)
+    pairs = [concat_requant(lw, q, out, term) for _, q in inputs]
     attrs = requant_attrs(lw, [m for m, _ in pairs], [r for _, r in pairs])
+    if term:
+        attrs["round_mode"] = "HalfUp"
     return lw.build(tpu.ConcatOp, [v for v, _ in inputs], attrs)

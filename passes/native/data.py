@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tpuc.dialects import top, tpu
 from tpuc.dialects.base import shape_of
+from tpuc.passes.native import mulshift
 from tpuc.passes.native.cast import nchw, round_mode
 from tpuc.passes.native.context import (
     NativeCall,
@@ -209,7 +210,7 @@ def concat_calls(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         if _in_place(op, ctx):
             return []
         return [concat_call(ctx, [ctx.spec(v) for v in op.operands], ctx.spec(out), axis)]
-    rescale = _Rescale(ctx, round_mode(op), out)
+    rescale = _Rescale(ctx, round_mode(op), out, op.value("round_mode") or "")
     if math.prod(shape[:axis]) == 1:
         calls, addr = [], ctx.address(out)
         for v, pair in zip(op.operands, pairs, strict=True):
@@ -229,14 +230,18 @@ def concat_calls(op: Operation, ctx: NativeContext) -> list[NativeCall]:
 
 @dataclass
 class _Rescale:
-    """requant(q − Z_in, M, r) + Z_out of a whole input into `addr` (requant_int_param_t)."""
+    """requant(q − Z_in, M, r) + Z_out of a whole input into `addr` (requant_int_param_t;
+    the chip's MulShift where it computes the same)."""
 
     ctx: NativeContext
     rounding: int
     out: SSAValue
+    mode: str  # the op's round_mode (a u8 pair rounded half up is the chip's MulShift)
 
     def __call__(self, v: SSAValue, addr: int, pair: tuple[int, int]) -> list[NativeCall]:
         addrs, dtypes = (self.ctx.address(v), addr), (dtype_code(v), dtype_code(self.out))
+        if mulshift.fits(v, self.out, pair, self.mode):
+            return [mulshift.global_call(v, self.out, addrs, nchw(v), pair)]
         zps = (quant_of(v).zero_point, quant_of(self.out).zero_point)
         m, r = pair
         return [RequantInt(addrs, nchw(v), dtypes, [m], [r], zps, self.rounding).call()]

@@ -44,7 +44,7 @@ from tpuc.passes.native.local.plan import (
     even_split,
     group_values,
 )
-from tpuc.passes.native.local.prefetch import estimate, unsliced_timesteps
+from tpuc.passes.native.local.prefetch import estimate, longest_load, unsliced_timesteps
 
 
 def _label(op: Operation) -> str:
@@ -191,31 +191,54 @@ def _unsliced(plan: GroupPlan, costs, budgets, first: bool = False) -> GroupPlan
     its buffers packed by lifetime (prefetch.py): of the budgets whose
     buffers pack, the table with the fewest estimated cycles (the sum over
     timesteps of the larger of their TIU and GDMA times; more prefetch is
-    not always better, as it cuts the timesteps differently); `first`: the
+    not always better, as it cuts the timesteps differently), and the best
+    few again with the longest load first (_early_tries); `first`: the
     first that packs (the search's thousands of candidates)."""
-    failure, best, seen = None, None, set()
-    for budget in budgets:
-        rows, lifetimes = unsliced_timesteps(plan, budget, costs)
+    failures, found, seen = [], [], set()
+
+    def attempt(budget: float, early: tuple) -> bool:
+        """Plan one table; True when it packs (kept in `found`)."""
+        rows, lifetimes = unsliced_timesteps(plan, budget, costs, early)
         table = tuple(tuple((i.kind, id(i.target)) for i in row) for row in rows)
         if table in seen:
-            continue  # another budget gave the same table
+            return False  # another budget gave the same table
         seen.add(table)
         try:
             allocate(plan, lifetimes)
         except TpucError as exc:
-            failure = exc
-            continue
-        if first:
-            plan.timesteps = rows
+            failures.append(exc)
+            return False
+        found.append((estimate(plan, rows, costs) if not first else 0.0, budget, rows, lifetimes))
+        return True
+
+    for budget in budgets:
+        if attempt(budget, ()) and first:
+            plan.timesteps = found[-1][2]
             return plan
-        guess = estimate(plan, rows, costs)
-        if best is None or guess < best[0]:
-            best = (guess, rows, lifetimes)
-    if best is None:
-        raise failure
-    allocate(plan, best[2])
-    plan.timesteps = best[1]
+    for budget, early in _early_tries(plan, costs, found):
+        attempt(budget, early)
+    if not found:
+        raise failures[-1]
+    *_, rows, lifetimes = min(found, key=lambda f: f[0])
+    allocate(plan, lifetimes)
+    plan.timesteps = rows
     return plan
+
+
+EARLY_TRIES = 5
+
+
+def _early_tries(plan: GroupPlan, costs, found: list) -> list:
+    """The budgets of the EARLY_TRIES cheapest tables again, with the
+    longest load queued first (prefetch.longest_load: densenet121's 1 MB
+    classifier weights load beside its stem convolution, as TPU-MLIR's
+    plan loads them in the first block, instead of stalling the last
+    block); the estimate keeps whichever table is cheaper."""
+    key = longest_load(plan, costs)
+    if key is None:
+        return []
+    ranked = sorted(found, key=lambda f: f[0])[:EARLY_TRIES]
+    return [(budget, (key,)) for _, budget, *_ in ranked]
 
 
 __all__ = ["plan_chain", "rule_of"]

@@ -4,13 +4,17 @@ slice into its channels of the output slice (`is_st_concat_way` all 0).
 
 tpuc's INT8 concat may rescale inputs (requant(q − Z_i, M_i, r_i) + Z,
 the global rule's `_requants`), which the library's concat cannot: each
-rescaled input slice is first requantized by `backend_api_requant_int_local`
-into a region of the concat's scratch buffer (the global rule's
-requant_int fields), and the concat reads it from there. Each region
-keeps an EU row of slack past its 8-bit values, as requant_int_local
-writes up to 64 bytes per lane past its result (docs/layer-group.md), and
-is followed by the kernel's int16 buffer (getBufferSize_bm1684x: twice
-the input slice).
+rescaled input slice is first requantized into a region of the concat's
+scratch buffer, and the concat reads it from there: by
+`backend_api_mulshift_local` when the pair is the chip's MulShift (a u8
+multiplier rounded half up without zero points, the bm168x lowering's
+form: one AR pass, as TPU-MLIR's MulShift ops before its Concat), else by
+`backend_api_requant_int_local` (the global rule's requant_int fields).
+Each region keeps an EU row of slack past its 8-bit values, as
+requant_int_local writes up to 64 bytes per lane past its result
+(docs/layer-group.md), and is followed by the kernel's buffer
+(getBufferSize_bm1684x: requant_int's int16 one of twice the input slice;
+MulShift's the same for an i8 input into a u8 result, else none).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from xdsl.ir import Operation
 
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
-from tpuc.passes.native import data  # declares concat_common_spec_t; its _requants
+from tpuc.passes.native import (
+    data,  # declares concat_common_spec_t; its _requants
+    mulshift,
+)
 from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_code, quant_of
 from tpuc.passes.native.local.ops import (
     Coeff,
@@ -64,10 +71,15 @@ def concat_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     return []
 
 
+def _mulshift(op: Operation, v, pair) -> bool:
+    return mulshift.fits(v, op.results[0], pair, op.value("round_mode") or "")
+
+
 def _regions(op: Operation, plan: GroupPlan) -> list[tuple[int, int] | None]:
-    """Per input, (offset of its requantized copy, offset of its int16
+    """Per input, (offset of its requantized copy, offset of its kernel's
     buffer) in the concat's scratch buffer, or None when not rescaled; and
-    the total as the last element's end."""
+    the total as the last element's end. requant_int_local's buffer is
+    twice the input slice (int16); MulShift's only for an i8 -> u8 input."""
     found, offset = [], 0
     for v, pair in zip(op.operands, _pairs(op), strict=True):
         if pair is None:
@@ -75,8 +87,11 @@ def _regions(op: Operation, plan: GroupPlan) -> list[tuple[int, int] | None]:
             continue
         size = plan.tensors[v].lane_bytes()
         copy = -(-size // EU_BYTES) * EU_BYTES + EU_BYTES
+        work = 2 * size
+        if _mulshift(op, v, pair):
+            work = mulshift.buffer_bytes(v, op.results[0], size)
         found.append((offset, offset + copy))
-        offset += copy + 2 * size + EU_BYTES
+        offset += copy + (-(-work // EU_BYTES) * EU_BYTES + EU_BYTES if work else 0)
     found.append((offset, offset))
     return found
 
@@ -90,16 +105,22 @@ def _requant(op, plan, step, v, pair, copy_addr, buffer_addr) -> tuple:
     from tpuc.passes.native.requant import MULTIPLIER_SHIFT, RequantIntParam
 
     out = plan.tensors[op.results[0]].slice_at(step)
+    name = getattr(op, "names", ["op"])[0]
+    dims = (out.n_slice, shape_of(v)[1], out.h_slice, shape_of(v)[3])
+    if _mulshift(op, v, pair):
+        addrs = (plan.tensors[v].addr_at(step), copy_addr)
+        p = mulshift.param(v, op.results[0], addrs, dims, pair)
+        p.buffer_addr = buffer_addr
+        return ("plain_local", name, "backend_api_mulshift_local", p.to_bytes())
     p = RequantIntParam()
     p.input_addr, p.output_addr = plan.tensors[v].addr_at(step), copy_addr
     p.buffer_local_addr = buffer_addr
-    p.n, p.c, p.h, p.w = out.n_slice, shape_of(v)[1], out.h_slice, shape_of(v)[3]
+    p.n, p.c, p.h, p.w = dims
     p.input_dtype, p.output_dtype = dtype_code(v), dtype_code(op.results[0])
     p.zx_value, p.offset_value = quant_of(v).zero_point, quant_of(op.results[0]).zero_point
     p.mode, p.round_mode = MULTIPLIER_SHIFT, round_mode(op)
     m, r = pair
     p.mul_value, p.shift_value = int(m), -int(r)
-    name = getattr(op, "names", ["op"])[0]
     return ("plain_local", name, "backend_api_requant_int_local", p.to_bytes())
 
 

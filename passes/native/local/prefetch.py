@@ -41,12 +41,14 @@ from tpuc.passes.native.local.plan import (
 Lifetimes = dict[int, tuple[int, int]]  # id(LocalTensor | LocalOp) -> (first row, last row)
 
 
-def unsliced_timesteps(plan: GroupPlan, budget: float, costs) -> tuple[list[list[Item]], Lifetimes]:
+def unsliced_timesteps(plan: GroupPlan, budget: float, costs, early: tuple = ()
+                       ) -> tuple[list[list[Item]], Lifetimes]:  # fmt: skip
     """The timestep table (module docstring) and every buffer's lifetime,
     with at most `budget` × a lane's bytes alive beside any op by the
     estimate (loads that would pass it wait; a load its next op reads is
     taken at the latest in the timestep before); `costs` (costs.py) prices
-    ops and loads."""
+    ops and loads. `early`: loads queued before all others (a long load
+    whose reader comes late, which no late timestep hides)."""
     n = len(plan.ops)
     tiu = [costs.tiu(lop.op) for lop in plan.ops]
     readers = _readers(plan)
@@ -66,12 +68,26 @@ def unsliced_timesteps(plan: GroupPlan, budget: float, costs) -> tuple[list[list
     for key in first_loads:
         for r in range(0, last[key] + 1):
             live[r] += size[key]
-    pending = deque(sorted((k for k in plan.inputs if first[k] > 0), key=lambda k: first[k]))
-    segments = _segments(n, tiu, pending, first, last, size, live, budget * LMEM_BYTES, costs, plan)
+    late = sorted(
+        (k for k in plan.inputs if first[k] > 0 and k not in early), key=lambda k: first[k]
+    )
+    pending = deque([k for k in early if first.get(k, 0) > 0] + late)
+    segments = _segments(
+        n, tiu, pending, first, last, size, live, budget * LMEM_BYTES, costs, plan, early
+    )
     return _table(plan, first_loads, segments, produced, readers)
 
 
-def _segments(n, tiu, pending, first, last, size, live, cap, costs, plan):
+def longest_load(plan: GroupPlan, costs):
+    """The load after row 0 with the most GDMA cycles (a classifier's
+    weights: queued by its reader it comes last, when the few ops left
+    cannot hide it), or None."""
+    readers = _readers(plan)
+    late = [k for k in plan.inputs if min(readers.get(k, [0])) > 0]
+    return max(late, key=lambda k: costs.gdma(plan, k), default=None)
+
+
+def _segments(n, tiu, pending, first, last, size, live, cap, costs, plan, early=()):
     """Consecutive ops cut into timesteps, each with the loads it runs
     beside its computes: loads go in order of their first reader while the
     timestep's GDMA time is under its TIU time (and the bytes under the
@@ -102,6 +118,10 @@ def _segments(n, tiu, pending, first, last, size, live, cap, costs, plan):
     for j in range(n):
         while j > 0 and pending and first[pending[0]] <= j:
             take(pending.popleft())  # forced: its reader comes next
+        if j > 0 and early:  # loads due behind an early one still waiting (the cap)
+            for key in [k for k in pending if first[k] <= j]:
+                pending.remove(key)
+                take(key)
         grown = sum(bytes_of[k] for k in alive[j] - keys)
         held = sum(bytes_of[k] for k in keys)
         if ops and (any(first[k] <= j for k in loads) or busy[0] >= busy[1] or held + grown > cap):
@@ -195,4 +215,4 @@ def estimate(plan: GroupPlan, rows: list[list[Item]], costs) -> float:
     return total
 
 
-__all__ = ["Lifetimes", "estimate", "unsliced_timesteps"]
+__all__ = ["Lifetimes", "estimate", "longest_load", "unsliced_timesteps"]

@@ -3,7 +3,8 @@
 // (102, 51) on one rshift 7 (the sum rounded once); on bm1684x an unsigned
 // 8-bit multiplier and rshift per input, 205 >> 8 and 205 >> 9, each term
 // rounded half up (its bcbinary's u8 scales and shifts); asymmetric, one
-// rshift on the sum again: (205, 102) >> 8.
+// rshift on the sum again: (205, 102) >> 8. The Concat's rescale of a by
+// 4/5 likewise: cv183x 102 >> 7, bm1684x the chip's MulShift 205 >> 8 half up.
 // RUN: tpuc-opt %s -p 'processor-assign{chip="cv183x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=CV
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu' | filecheck %s --check-prefix=BM
 // RUN: tpuc-opt %s -p 'processor-assign{chip="bm1684x" mode="INT8"},convert-top-to-tpu{asymmetric=true}' | filecheck %s --check-prefix=ASYM
@@ -27,7 +28,7 @@
 
 // BM:      "tpu.Add"{{.*}} {name = "add_i8", multiplier = [205 : i64, 205 : i64], rshift = [8 : i64, 9 : i64], round_mode = "HalfUp"}
 // BM:      "tpu.Mul"{{.*}} {name = "mul_i8", multiplier = [129 : i64], rshift = [14 : i64], round_mode = "HalfUp"
-// BM:      "tpu.Concat"{{.*}} {name = "cat_i8", axis = 1 : i64, multiplier = [1717986918 : i64, 1 : i64], rshift = [31 : i64, 0 : i64]
+// BM:      "tpu.Concat"{{.*}} {name = "cat_i8", axis = 1 : i64, multiplier = [205 : i64, 1 : i64], rshift = [8 : i64, 0 : i64], round_mode = "HalfUp"
 // BM:      "tpu.Softmax"(%{{.*}}) {name = "sm"{{.*}} -> tensor<1x4xf32>
 
 // Asymmetric: Z_a = round(-128 + 4/S) = -1 with S = 8/255; the fill value

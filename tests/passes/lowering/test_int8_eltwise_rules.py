@@ -191,14 +191,20 @@ def test_mul_of_three_falls_back():
 
 
 def test_concat_requant():
-    """Input of the output's type: identity (1, 0); else S_i/S_out."""
+    """Input of the output's type: identity (1, 0); else S_i/S_out: on
+    bm1684x the chip's MulShift, a u8 multiplier in [128, 256) and its own
+    rshift rounded half up (0.8 = 205/2^8, TPU-MLIR's 8-bit do_transfer);
+    asymmetric, a 32-bit multiplier; cv183x its 8-bit one."""
     net = Net()
     a = net.input("a", SHAPE, (-4.0, 4.0))
     b = net.input("b", SHAPE, (-5.0, 5.0))
     y = net.op("top.Concat", [a, b], "y", (1, 4, 4), (-5.0, 5.0), axis=1)
     cat = op_named(lower(net.text(y))[0], "y")
-    assert cat.value("multiplier")[1] == 1 and cat.value("rshift")[1] == 0
-    assert cat.value("multiplier")[0] / 2 ** cat.value("rshift")[0] == pytest.approx(0.8)
+    assert cat.value("multiplier") == [205, 1] and cat.value("rshift") == [8, 0]
+    assert cat.value("round_mode") == "HalfUp"
+    cat = op_named(lower(net.text(y), asymmetric=True)[0], "y")
+    assert cat.value("multiplier")[0] / 2 ** cat.value("rshift")[0] == pytest.approx(0.8, abs=1e-6)
+    assert cat.value("round_mode") == "HalfAwayFromZero"
     cat = op_named(lower(net.text(y), chip="cv183x")[0], "y")
     assert cat.value("multiplier") == [102, 1] and cat.value("rshift") == [7, 0]
 

@@ -46,6 +46,13 @@ _MOVE_ARGS = [
 ]  # fmt: skip
 
 
+_MATRIX_ARGS = [
+    ctypes.c_uint32, ctypes.c_int, ctypes.c_uint64, *[ctypes.c_int] * 7, _vp,
+]  # fmt: skip
+"""general_matrix_move_gen_cmd(local_addr, npu_idx, sys_addr, cols_per_channel,
+rows, cols, row_stride, format, direction, transpose, node)."""
+
+
 _BCAST_ARGS = [
     ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int] * 4,
     *[ctypes.c_uint32] * 4, ctypes.c_int, ctypes.c_int, ctypes.c_int, _vp,
@@ -164,6 +171,11 @@ class BackendSession:
             lib.set_cmd_id_prefix(self.gdma, name.encode())
             lib.tensor_stride_move_gen_cmd.argtypes = _MOVE_ARGS
             lib.tensor_stride_move_gen_cmd(*args, self.gdma)
+        elif kind == "matrix":  # a [rows, cols] matrix, cols over the lanes (GDMA_MATRIX)
+            name, args = rest
+            lib.set_cmd_id_prefix(self.gdma, name.encode())
+            lib.general_matrix_move_gen_cmd.argtypes = _MATRIX_ARGS
+            lib.general_matrix_move_gen_cmd(*args, self.gdma)
         elif kind == "bcast":  # one plane from DDR to many lanes (TPU-MLIR's GDMA broadcast)
             name, args = rest
             lib.set_cmd_id_prefix(self.gdma, name.encode())
