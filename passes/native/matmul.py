@@ -125,8 +125,23 @@ def fc_spec(op: Operation, n: int) -> FcGlobal:
     return spec
 
 
+def permuted_rows(op: Operation, ctx: NativeContext) -> np.ndarray | None:
+    """local/lane_store.py's row order for an fc whose pooled input a layer
+    group stored lane by lane, else None."""
+    from tpuc.passes.native.local.lane_store import permuted_rows as rows
+
+    return rows(op, ctx)
+
+
 def right_spec(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
     transposed = op.value("right_transpose") and n != 1
+    rows = permuted_rows(op, ctx)
+    if rows is not None:  # its input was stored lane by lane (local/lane_store.py)
+        right = op.operands[1]
+        values = np.asarray(read_weight(right.owner)).reshape(k, n)[rows]
+        stored = np.ascontiguousarray(values).astype(STORAGE[dtype_name(right)])
+        addr = ctx.coeffs.add(f"{right.owner.names[0]}_lane_rows", stored)
+        return raw_spec(addr, dtype_code(right), (k, n))
     return ctx.spec(op.operands[1], (n, k) if transposed else (k, n))
 
 
@@ -252,9 +267,13 @@ def narrow_right(op: Operation, m: int, k: int, n: int) -> bool:
 def transposed_right(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes:
     """The weight [K, N] stored as [N, K], as a coefficient of its own."""
     right = op.operands[1]
-    values = np.asarray(read_weight(right.owner)).reshape(k, n).T
-    stored = np.ascontiguousarray(values).astype(STORAGE[dtype_name(right)])
-    addr = ctx.coeffs.add(f"{right.owner.names[0]}_transposed", stored)
+    values = np.asarray(read_weight(right.owner)).reshape(k, n)
+    rows = permuted_rows(op, ctx)
+    if rows is not None:  # its input was stored lane by lane (local/lane_store.py)
+        values = values[rows]
+    stored = np.ascontiguousarray(values.T).astype(STORAGE[dtype_name(right)])
+    suffix = "_transposed" if rows is None else "_lane_rows_transposed"
+    addr = ctx.coeffs.add(f"{right.owner.names[0]}{suffix}", stored)
     return raw_spec(addr, dtype_code(right), (n, k))
 
 
