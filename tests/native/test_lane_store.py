@@ -14,11 +14,11 @@ from tpuc.passes.native.local import chain, lane_store
 
 
 def test_lane_order_is_each_lanes_planes_in_a_run():
-    order = lane_order = lane_store.lane_order(200)  # lanes 0-7 hold 4 channels, 8-63 hold 3
+    order = lane_store.lane_order(200)  # lanes 0-7 hold 4 channels, 8-63 hold 3
     assert sorted(order) == list(range(200))
     assert list(order[[0, 64, 128, 192]]) == [0, 1, 2, 3]  # lane 0's planes
     assert list(order[[8, 72, 136]]) == [32, 33, 34]  # lane 8 after 8 lanes of 4
-    assert lane_order[63] == 32 + 55 * 3
+    assert order[63] == 32 + 55 * 3
     assert list(lane_store.lane_order(128)[[0, 64, 1, 65]]) == [0, 1, 2, 3]
 
 
