@@ -122,6 +122,7 @@ class NativeContext:
         self.ctx_addr = GMEM_START + align_up(coeff_size, REGION_ALIGN)
         self.scratch_addr = self.ctx_addr + align_up(max(self.neuron_size, 1), COEFF_ALIGN)
         self.scratch_size = 0
+        self.lane_major: set[SSAValue] = set()  # pooled vectors a group stored lane by lane
 
     @property
     def ctx_size(self) -> int:

@@ -35,6 +35,7 @@ from tpuc.passes.native.rules import native_rule
 from tpuc.target.vendor.params import declare
 
 EU_BYTES = 64  # BM1684X: one execution unit per lane
+LANES = 64  # BM1684X: NPU lanes; the LRN kernel is cheapest on at most one plane a lane
 LRN_TYPES = {"f32": 4, "bf16": 2}
 LrnGlobal = declare(
     "lrn_global_param_t",
@@ -76,7 +77,62 @@ def lrn(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     p.size = op.value("size")
     p.alpha, p.beta, p.k = op.value("alpha"), op.value("beta"), op.value("bias")
     p.dtype = dtype_code(src)
-    return [NativeCall("backend_api_lrn_global", p.to_bytes(), plain=True)]
+    if p.input_c <= LANES:
+        return [NativeCall("backend_api_lrn_global", p.to_bytes(), plain=True)]
+    return lrn_in_chunks(p, src, ctx, LRN_TYPES[dtype])
+
+
+def lrn_chunks(channels: int, size: int, lanes: int = LANES) -> list[tuple[int, int, int, int]]:
+    """(first, end) of each call's input channels, at most `lanes` of them,
+    and (a, b): the outputs it computes with the whole window, the ones it
+    keeps. Calls cover the channels in order; each but the first reads the
+    window's `(size − 1) // 2` channels before `a`, each but the last its
+    `size // 2` after `b`."""
+    before, after = (size - 1) // 2, size // 2
+    if channels <= lanes or before + after >= lanes:
+        return [(0, channels, 0, channels)]
+    chunks, a = [], 0
+    while a < channels:
+        first = max(a - before, 0)
+        end = min(first + lanes, channels)
+        b = end if end == channels else end - after
+        chunks.append((first, end, a, b))
+        a = b
+    return chunks
+
+
+def lrn_in_chunks(p, src, ctx: NativeContext, elem: int) -> list[NativeCall]:
+    """The LRN as calls of at most 64 channels (one plane a lane) per image:
+    the kernel's cycles grow with the square of its planes per lane
+    (192×55×55 f32: 578k cycles at once, 3 × 96k + 29k in chunks). Each
+    chunk writes its whole input range, so the `before` outputs under its
+    window's lower halo, which the previous chunk kept, are saved to scratch
+    before it runs and copied back after; the wrong ones past its `b` the next
+    chunk overwrites."""
+    from tpuc.passes.native.data import concat_call
+
+    n, c, h, w = p.input_n, p.input_c, p.input_h, p.input_w
+    plane = h * w * elem
+    src_addr, dst_addr = p.input_addr, p.output_addr
+    before = (p.size - 1) // 2
+    saved = ctx.scratch(before * plane) if before else 0
+
+    def move(frm: int, to: int) -> NativeCall:
+        rows, code = (1, before * h * w), p.dtype
+        return concat_call(ctx, [raw_spec(frm, code, rows)], raw_spec(to, code, rows), 1)
+
+    calls = []
+    for image in range(n):
+        for first, end, a, _ in lrn_chunks(c, p.size):
+            p.input_n, p.input_c = 1, end - first
+            p.input_addr = src_addr + (image * c + first) * plane
+            p.output_addr = kept = dst_addr + (image * c + first) * plane
+            if a > first:
+                calls.append(move(kept, saved))
+            calls.append(NativeCall("backend_api_lrn_global", p.to_bytes(), plain=True))
+            if a > first:
+                calls.append(move(saved, kept))
+    return calls
 
 
 @native_rule(tpu.ScaleOp)

@@ -33,6 +33,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     wide,
 )
 from tpuc.passes.native.local.costs import Guesses
+from tpuc.passes.native.local.lane_store import mark as mark_lane_major
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule, three_ic_lanes
 from tpuc.passes.native.local.plan import (
     GroupPlan,
@@ -165,6 +166,7 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             plan.tensors[key].slots = 2
     if broadcast:
         _broadcast_loads(plan, ops, inputs)
+    mark_lane_major(plan)
     for lop in plan.ops:
         lop.buffer_size = rule_of(lop.op).buffer(lop.op, plan)
     if plan.steps == 1:

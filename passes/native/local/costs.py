@@ -65,7 +65,7 @@ class VendorCosts(Guesses):
 
     def gdma(self, plan: GroupPlan, key: Hashable) -> float:
         from tpuc.passes.native.local.chain import rule_of
-        from tpuc.passes.native.local.emit import S2L, move
+        from tpuc.passes.native.local.emit import S2L, moves
 
         tensor = plan.tensors[key]
         known = self.keys.get(key)
@@ -75,11 +75,12 @@ class VendorCosts(Guesses):
             dtype = rule_of(key[0]).coeffs(key[0], self.ctx)[key[1]].dtype
         else:
             dtype = dtype_name(key)
-        shape = (tensor.dims, tensor.dtype_bytes, tensor.slices[0], tensor.eu_align, dtype)
+        shape = (tensor.dims, tensor.dtype_bytes, tensor.slices[0], tensor.eu_align, dtype,
+                 tensor.lane_major)  # fmt: skip
         if shape not in self.moves:
-            canonical = replace(tensor, addrs=(0,), slots=1)
-            command = move(canonical, CANONICAL_DDR, dtype, 0, S2L, "priced load")
-            self.moves[shape] = float(self.pricer.price([("divide",), command, ("merge",)]))
+            canonical = replace(tensor, addrs=(0,), slots=1, bcast_lanes=0)
+            commands = moves(canonical, CANONICAL_DDR, dtype, 0, S2L, "priced load")
+            self.moves[shape] = float(self.pricer.price([("divide",), *commands, ("merge",)]))
         self.keys[key] = (tensor.slices[0], self.moves[shape])
         return self.moves[shape]
 

@@ -27,6 +27,7 @@ import pickle
 from xdsl.ir import Operation
 
 from tpuc.passes.native.context import NativeContext, dtype_name
+from tpuc.passes.native.local import lane_store
 from tpuc.passes.native.local.chain import rule_of
 from tpuc.passes.native.local.plan import COMPUTE, LOAD, NPU_NUM, GroupPlan, LocalTensor
 from tpuc.target.vendor.fetch import VendorPaths
@@ -80,6 +81,8 @@ def moves(tensor: LocalTensor, global_addr: int, dtype: str, step: int, directio
     """The GDMA commands of one load or store: `move`, or for a 3ic
     convolution's broadcast input one tensor_broadcast_move_gen_cmd per
     channel, to lanes [c·k, (c+1)·k) (TPU-MLIR's Load with use_3ic_optimize)."""
+    if tensor.lane_major:
+        return lane_store.moves(tensor, global_addr, GDMA_FORMATS[dtype], direction, name)
     if not tensor.bcast_lanes:
         return [move(tensor, global_addr, dtype, step, direction, name)]
     _, c, h, w = tensor.dims
@@ -130,12 +133,15 @@ def group_commands(plan: GroupPlan, ctx: NativeContext) -> list[tuple]:
                 if item.kind == COMPUTE:
                     op: Operation = item.target
                     body += rule_of(op).command(op, ctx, plan, step)
+                    body += lane_store.compacts(op, plan)
                     continue
                 tensor = plan.tensors[item.target]
                 if tensor.held and step > 0:
                     continue
                 addr, dtype = where[item.target]
                 direction = S2L if item.kind == LOAD else 1
+                if tensor.lane_major:
+                    ctx.lane_major.add(item.target)  # the fc reading it permutes its weight
                 body += moves(tensor, addr, dtype, step, direction, _name(item.target))
             if body:
                 commands += [("divide",), *body, ("merge",)]

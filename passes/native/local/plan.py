@@ -63,6 +63,7 @@ class LocalTensor:
     slots: int = 1
     lanes_copy: bool = False  # one plane read by every lane (a LUT table): loaded with C stride 0
     bcast_lanes: int = 0  # a 3ic conv's input: each channel broadcast to this many lanes
+    lane_major: bool = False  # a pooled [1, C, 1, 1] stored lane by lane (lane_store.py)
 
     @property
     def held(self) -> bool:
