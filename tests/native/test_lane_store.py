@@ -56,4 +56,6 @@ def test_lane_store_is_cheaper(tmp_path, vendor, monkeypatch):
     _, lanes = _run(tmp_path / "lanes", 544, 30)
     monkeypatch.setattr(chain, "mark_lane_major", lambda plan: None)
     _, channels = _run(tmp_path / "channels", 544, 30)
-    assert lanes < 0.8 * channels, (lanes, channels)  # 7,350 against 10,091
+    # 7,350 against 8,908 since the one-value-per-channel store is a GDMA matrix move
+    # (10,091 as a tensor move): packing the lanes still saves its runs
+    assert lanes < 0.9 * channels, (lanes, channels)
