@@ -25,6 +25,7 @@ from tpuc.passes.native.context import (
     dtype_name,
     quant_of,
 )
+from tpuc.passes.native.gdma_permute import gdma_permute
 from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
 from tpuc.passes.native.transpose_mm import identity_transpose, transposable
@@ -97,6 +98,9 @@ def permute(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         return copy(op.operands[0], op.results[0], ctx)
     if transposable(op, fixed, fixed_order):  # a small 8-bit matrix: the matmul unit's transpose
         return identity_transpose(op, ctx, fixed[2], fixed[3])
+    moved = gdma_permute(op, ctx)  # the last axis kept: one strided copy
+    if moved is not None:
+        return moved
     return [transpose_call(ctx, op.operands[0], op.results[0], fixed, fixed_order)]
 
 
