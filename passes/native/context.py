@@ -50,7 +50,8 @@ class NativeCall:
     `plain` calls take (param, sizeof, cmdid) only (TPU-MLIR's older APIs).
     `pointers` aims pointer fields of `param` at worker-side copies of bytes;
     a `move` call is one GDMA command instead, `tensor_general_move_gen_cmd`
-    with these arguments (passes/native/gdma_permute.py)."""
+    with these arguments, a `cw` call one `general_cwtrans_gen_cmd`
+    (passes/native/gdma_permute.py)."""
 
     function: str
     param: bytes
@@ -59,6 +60,7 @@ class NativeCall:
     pointers: list[tuple[int, bytes]] = field(default_factory=list)
     plain: bool = False
     move: tuple = ()
+    cw: tuple = ()
 
 
 def dtype_name(value: SSAValue) -> str:

@@ -1,22 +1,31 @@
-"""A permute that keeps its last axis as two strided GDMA moves through local memory.
+"""Permutes as the GDMA's own moves instead of `backend_api_transpose_global`.
 
-`backend_api_transpose_global` moves a permute that keeps the innermost
-axis with one DDR-to-DDR tensor move, whose rows are the innermost runs:
-ppocr_rec's attention-head permutes ([1, 40, 3, 8, 15] -> [3, 1, 8, 40, 15]
-and [1, 8, 40, 15] -> [1, 40, 8, 15], runs of 15 int8) cost 9,424 and
-12,565 vendor cycles for 14.4 KB and 4.8 KB. The chip's model prices a
-move into local memory far lower per run: once the dims that stay together
-are merged, [C, H, W] in output order (at most three) goes to local memory
-with C over the lanes, read with the input's strides (`S2L`), then back
-with the output's (`L2S`), where each lane's H x W block is one contiguous
-run: 4,549 + 351 and 3,033 + 499 cycles (F16: 4,549 + 702, 2,022 + 333;
-the vendor's S2S 9,424 and 5,584). `tensor_general_move_gen_cmd` writes
-both; GDMA runs its commands in order, and a copy is exact for every dtype.
+- **A swap of the last two axes** ([N, C, W] -> [N, W, C] after
+  permute_reset): one S2S `general_cwtrans_gen_cmd`, the GDMA's C/W
+  transpose. The vendor's transpose moves such a matrix one element per
+  GDMA row (ppocr_rec's transpose_43, [120, 40] -> [40, 120]: 30.5k
+  cycles in int8, 20.0k in f16), and an identity matmul with R_trans (this
+  module's int8-only predecessor) 2.8k; the C/W transpose costs 75 (int8)
+  and 150 (f16) cycles. Whole nets with the transpose between two Muls:
+  int8 [120, 40] 5,352 -> 2,987, [256, 256] 23,507 -> 19,354,
+  [64, 1000] 35,028 -> 18,902; f16 [120, 40] 23,121 -> 2,895, [256, 256]
+  107,222 -> 28,296. With H > 1 ([N, C, H, W] -> [N, W, H, C]) the runtime
+  stops on the command (a dst address of 0): not taken.
+- **A permute that keeps its last axis**: the vendor's one S2S tensor
+  move, whose rows are the innermost runs, is priced high per run:
+  ppocr_rec's attention-head permutes ([1, 40, 3, 8, 15] -> [3, 1, 8, 40,
+  15] and [1, 8, 40, 15] -> [1, 40, 8, 15], runs of 15 int8) cost 9,424
+  and 12,565 cycles. Once the dims that stay together are merged, [C, H,
+  W] in output order (at most three) goes to local memory with C over the
+  lanes, read with the input's strides (S2L), then back with the output's
+  (L2S), where each lane's H x W block is one contiguous run: 4,549 + 351
+  and 3,033 + 499 cycles (F16: 4,549 + 702 and 2,022 + 333 against the
+  vendor's 9,424 and 5,584). `tensor_general_move_gen_cmd` writes both;
+  GDMA runs its commands in order. Taken when at most two dims remain
+  besides the innermost, they fit the command's 16-bit fields and a
+  lane's share fits MAX_LANE_BYTES.
 
-Taken when the innermost source stride is 1 (a swap of the last two axes
-would move single elements; transpose_mm.py handles the small 8-bit ones),
-at most two dims remain besides it, they fit the command's 16-bit fields
-and a lane's share fits MAX_LANE_BYTES.
+Copies are exact for every dtype (float data included: no arithmetic).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ ELEMENT_BYTES = {"i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16": 2, "u16": 2, "f32
                  "u32": 4}  # fmt: skip
 GDMA_FORMATS = {"i8": 0, "u8": 0, "f16": 1, "f32": 2, "i32": 2, "u32": 2, "i16": 3, "u16": 3,
                 "bf16": 5}  # fmt: skip
-GDMA_S2L, GDMA_L2S = 0, 1
+GDMA_S2L, GDMA_L2S, GDMA_S2S = 0, 1, 2
 MAX_DIM = 65535  # the command's N/C/H/W fields are 16 bits
 NPU_NUM = 64
 MAX_LANE_BYTES = 1 << 17  # half a lane's 256 KiB
@@ -83,4 +92,26 @@ def gdma_permute(op: Operation, ctx: NativeContext) -> list[NativeCall] | None:
     return [NativeCall("tensor_general_move_gen_cmd", b"", move=m) for m in (load, store)]
 
 
-__all__ = ["gdma_permute", "strided_view"]
+def cw_dims(shape: list[int], order: list[int]) -> tuple[int, int, int, int] | None:
+    """[N, C, 1, W] of a permute_reset 4-D permute that is the GDMA's C/W
+    transpose ([N, C, H, W] -> [N, W, H, C]) with H = 1, or None (with H > 1
+    the runtime stops on the command: a dst address of 0)."""
+    if order == [0, 1, 3, 2] and shape[0] == 1:
+        return (shape[1], shape[2], 1, shape[3])
+    return None
+
+
+def cw_permute(op: Operation, ctx: NativeContext, shape: list[int], order: list[int]
+               ) -> list[NativeCall] | None:  # fmt: skip
+    """The permute as one S2S `general_cwtrans_gen_cmd`, or None when it is not one."""
+    dims = cw_dims(shape, order)
+    dtype = dtype_name(op.operands[0])
+    if dims is None or dtype not in GDMA_FORMATS or max(dims) > MAX_DIM:
+        return None
+    n, c, h, w = dims
+    args = (ctx.address(op.operands[0]), 0, ctx.address(op.results[0]), 0, n, c, h, w,
+            GDMA_FORMATS[dtype], c * h * w, h * w, w, w * h * c, h * c, c, 1, GDMA_S2S)  # fmt: skip
+    return [NativeCall("general_cwtrans_gen_cmd", b"", cw=args)]
+
+
+__all__ = ["cw_permute", "gdma_permute", "strided_view"]
