@@ -21,9 +21,10 @@
   (L2S), where each lane's H x W block is one contiguous run: 4,549 + 351
   and 3,033 + 499 cycles (F16: 4,549 + 702 and 2,022 + 333 against the
   vendor's 9,424 and 5,584). `tensor_general_move_gen_cmd` writes both;
-  GDMA runs its commands in order. Taken when at most two dims remain
-  besides the innermost, they fit the command's 16-bit fields and a
-  lane's share fits MAX_LANE_BYTES.
+  GDMA runs its commands in order. Taken when the innermost runs are
+  short (MAX_RUN_BYTES; longer runs move as fast in the vendor's one
+  move), at most two dims remain besides the innermost, they fit the
+  command's 16-bit fields and a lane's share fits MAX_LANE_BYTES.
 
 Copies are exact for every dtype (float data included: no arithmetic).
 """
@@ -45,6 +46,12 @@ GDMA_S2L, GDMA_L2S, GDMA_S2S = 0, 1, 2
 MAX_DIM = 65535  # the command's N/C/H/W fields are 16 bits
 NPU_NUM = 64
 MAX_LANE_BYTES = 1 << 17  # half a lane's 256 KiB
+MAX_RUN_BYTES = 128
+"""Longest innermost run worth the round trip: channel shuffles of
+[2, C, H, W] (whole-net cycles, local against the vendor's S2S): int8
+runs of 49 bytes 10,841 vs 11,748, 196 bytes 15,514 vs 15,583, 784 bytes
+30,518 vs 30,103; f16 98 bytes 12,803 vs 13,710, 392 bytes 22,116 vs
+21,701."""
 
 
 def strided_view(shape: list[int], order: list[int]) -> tuple[list[int], list[int]] | None:
@@ -80,7 +87,8 @@ def gdma_permute(op: Operation, ctx: NativeContext) -> list[NativeCall] | None:
         src.insert(len(src) - 1 if len(src) > 1 else 0, dims[-1])
     c, h, w = dims
     plane = h * w
-    if -(-c // NPU_NUM) * plane * ELEMENT_BYTES[dtype] > MAX_LANE_BYTES:
+    size = ELEMENT_BYTES[dtype]
+    if w * size > MAX_RUN_BYTES or -(-c // NPU_NUM) * plane * size > MAX_LANE_BYTES:
         return None
     shape = (1, c, h, w)
     local = (-(-c // NPU_NUM) * plane, plane, w, 1)

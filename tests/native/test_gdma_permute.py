@@ -16,6 +16,7 @@ from tpuc.passes.native.gdma_permute import cw_dims, strided_view
 HEADS = [
     ((1, 40, 360), (1, 40, 3, 8, 15), [2, 0, 3, 1, 4]),  # transpose_44: q, k, v apart
     ((1, 8, 40, 15), (1, 8, 40, 15), [0, 2, 1, 3]),  # transpose_46: heads back together
+    ((1, 464, 7, 7), (1, 2, 232, 7, 7), [0, 2, 1, 3, 4]),  # a channel shuffle, 49-byte runs
 ]
 
 
@@ -91,6 +92,14 @@ def test_cw_dims():
     assert cw_dims([1, 2, 33, 70], [0, 1, 3, 2]) == (2, 33, 1, 70)
     assert cw_dims([2, 3, 5, 7], [0, 3, 2, 1]) is None
     assert cw_dims([2, 3, 5, 7], [1, 0, 3, 2]) is None
+
+
+def test_long_runs_keep_the_vendor_move():
+    """A shuffle of 28x28 planes (784-byte runs) moves faster in the
+    vendor's one S2S move (30,103 against 30,518 cycles): refused."""
+    from tpuc.passes.native.gdma_permute import MAX_RUN_BYTES
+
+    assert 49 * 2 <= MAX_RUN_BYTES < 14 * 14 * 2
 
 
 def test_view_merges_and_refuses():
