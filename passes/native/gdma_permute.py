@@ -15,16 +15,19 @@
   move, whose rows are the innermost runs, is priced high per run:
   ppocr_rec's attention-head permutes ([1, 40, 3, 8, 15] -> [3, 1, 8, 40,
   15] and [1, 8, 40, 15] -> [1, 40, 8, 15], runs of 15 int8) cost 9,424
-  and 12,565 cycles. Once the dims that stay together are merged, [C, H,
-  W] in output order (at most three) goes to local memory with C over the
-  lanes, read with the input's strides (S2L), then back with the output's
-  (L2S), where each lane's H x W block is one contiguous run: 4,549 + 351
-  and 3,033 + 499 cycles (F16: 4,549 + 702 and 2,022 + 333 against the
-  vendor's 9,424 and 5,584). `tensor_general_move_gen_cmd` writes both;
-  GDMA runs its commands in order. Taken when the innermost runs are
-  short (MAX_RUN_BYTES; longer runs move as fast in the vendor's one
-  move), at most two dims remain besides the innermost, they fit the
-  command's 16-bit fields and a lane's share fits MAX_LANE_BYTES.
+  and 12,565 cycles. Once the dims that stay together are merged, such a
+  permute is [X, Y, W] -> [Y, X, W], and two C/W transposes through a
+  scratch buffer make it: [X, Y·W] -> [Y·W, X] = [Y, W, X], then each of
+  the Y [W, X] planes -> [X, W]: 450 and 150 cycles. Channel shuffles
+  ([2, C, H·W] -> [C, 2, H·W], whole nets): int8 7x7 planes 11,748 ->
+  7,903, 14x14 15,583 -> 14,726, 28x28 30,103 -> 29,458; f16 alike.
+  Where Y·W exceeds the command's 16-bit fields (a shuffle of 56x56
+  planes), a permute with short runs (MAX_RUN_BYTES) goes through local
+  memory instead: read into [C, H, W] with C over the lanes (S2L), written
+  back one contiguous run per lane (L2S), `tensor_general_move_gen_cmd`
+  (ppocr_rec's head permutes 4,549 + 351 and 3,033 + 499 cycles this
+  way); longer runs keep the vendor's move (a shuffle of 56x56 planes:
+  50,511 against 49,824).
 
 Copies are exact for every dtype (float data included: no arithmetic).
 """
@@ -47,7 +50,7 @@ MAX_DIM = 65535  # the command's N/C/H/W fields are 16 bits
 NPU_NUM = 64
 MAX_LANE_BYTES = 1 << 17  # half a lane's 256 KiB
 MAX_RUN_BYTES = 128
-"""Longest innermost run worth the round trip: channel shuffles of
+"""Longest innermost run worth the local round trip: channel shuffles of
 [2, C, H, W] (whole-net cycles, local against the vendor's S2S): int8
 runs of 49 bytes 10,841 vs 11,748, 196 bytes 15,514 vs 15,583, 784 bytes
 30,518 vs 30,103; f16 98 bytes 12,803 vs 13,710, 392 bytes 22,116 vs
@@ -75,13 +78,42 @@ def strided_view(shape: list[int], order: list[int]) -> tuple[list[int], list[in
     return dims, src
 
 
+def outer_swap(dims: list[int], src: list[int]) -> tuple[int, int, int] | None:
+    """(X, Y, W) when the view is [X, Y, W] -> [Y, X, W] (two outer dims
+    swapped, the innermost kept), else None."""
+    if len(dims) != 3:
+        return None
+    y, x, w = dims
+    return (x, y, w) if src == [w, y * w, 1] else None
+
+
+def cw_swappable(x: int, y: int, w: int) -> bool:
+    """Both transposes' dims within MAX_DIM."""
+    return max(x, y * w) <= MAX_DIM
+
+
+def swap_by_cw(op: Operation, ctx: NativeContext, x: int, y: int, w: int, dtype: str
+               ) -> list[NativeCall]:  # fmt: skip
+    """[X, Y, W] -> [Y, X, W] as two C/W transposes through a scratch buffer:
+    [1, X, 1, Y·W] -> [Y·W, X] = [Y, W, X], then [Y, W, 1, X] -> [Y, X, W]."""
+    fmt, size = GDMA_FORMATS[dtype], ELEMENT_BYTES[dtype]
+    mid = ctx.scratch(x * y * w * size)
+    first = _cw_args(ctx.address(op.operands[0]), mid, (1, x, 1, y * w), fmt)
+    second = _cw_args(mid, ctx.address(op.results[0]), (y, w, 1, x), fmt)
+    return [NativeCall("general_cwtrans_gen_cmd", b"", cw=args) for args in (first, second)]
+
+
 def gdma_permute(op: Operation, ctx: NativeContext) -> list[NativeCall] | None:
-    """The permute as an S2L and an L2S move, or None when it is not one."""
+    """The permute as two C/W transposes or an S2L and an L2S move, or None
+    when it is neither."""
     view = strided_view(shape_of(op.operands[0]), list(op.value("order")))
     dtype = dtype_name(op.operands[0])
     if view is None or dtype not in GDMA_FORMATS:
         return None
     dims, src = view
+    swap = outer_swap(dims, src)
+    if swap is not None and cw_swappable(*swap):
+        return swap_by_cw(op, ctx, *swap, dtype)
     while len(dims) < 3:  # [C, W] as [C, 1, W]: the lanes take the outer dim
         dims.insert(len(dims) - 1 if len(dims) > 1 else 0, 1)
         src.insert(len(src) - 1 if len(src) > 1 else 0, dims[-1])
@@ -116,10 +148,16 @@ def cw_permute(op: Operation, ctx: NativeContext, shape: list[int], order: list[
     dtype = dtype_name(op.operands[0])
     if dims is None or dtype not in GDMA_FORMATS or max(dims) > MAX_DIM:
         return None
-    n, c, h, w = dims
-    args = (ctx.address(op.operands[0]), 0, ctx.address(op.results[0]), 0, n, c, h, w,
-            GDMA_FORMATS[dtype], c * h * w, h * w, w, w * h * c, h * c, c, 1, GDMA_S2S)  # fmt: skip
+    args = _cw_args(ctx.address(op.operands[0]), ctx.address(op.results[0]), dims,
+                    GDMA_FORMATS[dtype])  # fmt: skip
     return [NativeCall("general_cwtrans_gen_cmd", b"", cw=args)]
+
+
+def _cw_args(src: int, dst: int, dims: tuple[int, int, int, int], fmt: int) -> tuple:
+    """general_cwtrans_gen_cmd's arguments for [N, C, H, W] -> [N, W, H, C], DDR to DDR."""
+    n, c, h, w = dims
+    return (src, 0, dst, 0, n, c, h, w, fmt, c * h * w, h * w, w, w * h * c, h * c, c, 1,
+            GDMA_S2S)  # fmt: skip
 
 
 __all__ = ["cw_permute", "gdma_permute", "strided_view"]

@@ -94,12 +94,31 @@ def test_cw_dims():
     assert cw_dims([2, 3, 5, 7], [1, 0, 3, 2]) is None
 
 
+@pytest.mark.parametrize(("shape", "view", "perm"), HEADS[:2])
+def test_local_round_trip_is_exact_and_cheaper(tmp_path, monkeypatch, shape, view, perm):
+    """The S2L + L2S path, taken where the C/W transposes' dims do not fit."""
+    import tpuc.passes.native.data as data
+    import tpuc.passes.native.gdma_permute as gp
+
+    monkeypatch.setattr(gp, "cw_swappable", lambda *dims: False)
+    (tmp_path / "local").mkdir()
+    run, cycles = permute_net(tmp_path / "local", shape, view, perm, "INT8")
+    exact(run)
+    monkeypatch.setattr(data, "gdma_permute", lambda op, ctx: None)
+    (tmp_path / "tr").mkdir()
+    plain, vendor_cycles = permute_net(tmp_path / "tr", shape, view, perm, "INT8")
+    assert cycles < vendor_cycles, (cycles, vendor_cycles)
+
+
 def test_long_runs_keep_the_vendor_move():
     """A shuffle of 28x28 planes (784-byte runs) moves faster in the
-    vendor's one S2S move (30,103 against 30,518 cycles): refused."""
-    from tpuc.passes.native.gdma_permute import MAX_RUN_BYTES
+    vendor's one S2S move than through local memory (30,103 against
+    30,518 cycles): the round trip is refused there."""
+    from tpuc.passes.native.gdma_permute import MAX_RUN_BYTES, outer_swap
 
     assert 49 * 2 <= MAX_RUN_BYTES < 14 * 14 * 2
+    assert outer_swap([40, 8, 15], [15, 600, 1]) == (8, 40, 15)
+    assert outer_swap([24, 40, 15], [15, 360, 1]) == (40, 24, 15)
 
 
 def test_view_merges_and_refuses():
