@@ -153,6 +153,12 @@ def cw_permute(op: Operation, ctx: NativeContext, shape: list[int], order: list[
     return [NativeCall("general_cwtrans_gen_cmd", b"", cw=args)]
 
 
+def cw_call(src: int, dst: int, dims: tuple[int, int, int, int], dtype: str) -> NativeCall:
+    """One C/W transpose [N, C, H, W] -> [N, W, H, C] of `dtype` data, DDR to DDR."""
+    args = _cw_args(src, dst, dims, GDMA_FORMATS[dtype])
+    return NativeCall("general_cwtrans_gen_cmd", b"", cw=args)
+
+
 def _cw_args(src: int, dst: int, dims: tuple[int, int, int, int], fmt: int) -> tuple:
     """general_cwtrans_gen_cmd's arguments for [N, C, H, W] -> [N, W, H, C], DDR to DDR."""
     n, c, h, w = dims
@@ -160,4 +166,4 @@ def _cw_args(src: int, dst: int, dims: tuple[int, int, int, int], fmt: int) -> t
             GDMA_S2S)  # fmt: skip
 
 
-__all__ = ["cw_permute", "gdma_permute", "strided_view"]
+__all__ = ["cw_call", "cw_permute", "gdma_permute", "strided_view"]
