@@ -13,7 +13,7 @@ from native_models import native_run_and_cycles, node
 from tpuc.passes.native.matmul_swap import SHORT_ROW_BYTES
 
 
-def values_net(tmp_path, left, right, relu: bool):
+def values_net(tmp_path, left, right, relu: bool, mode: str = "INT8"):
     rng = np.random.default_rng(9)
     feeds = {
         "a": rng.standard_normal(left).astype("f4"),
@@ -22,7 +22,7 @@ def values_net(tmp_path, left, right, relu: bool):
     first = node("Relu", ["a"], ["p"]) if relu else node("Mul", ["a", "k"], ["p"])
     nodes = [first, node("MatMul", ["p", "v"], ["o"]), node("Mul", ["o", "k"], ["y"])]
     inits = [("k", np.array(0.75, np.float32))]
-    return native_run_and_cycles(tmp_path, nodes, feeds, ["y"], "INT8", inits, all_global=True)
+    return native_run_and_cycles(tmp_path, nodes, feeds, ["y"], mode, inits, all_global=True)
 
 
 def exact(run) -> None:
@@ -46,6 +46,22 @@ def test_transposed_product_is_exact_and_cheaper(tmp_path, monkeypatch, left, ri
     (tmp_path / "plain").mkdir()
     plain, plain_cycles = values_net(tmp_path / "plain", left, right, relu)
     exact(plain)
+    assert cycles < plain_cycles, (cycles, plain_cycles)
+
+
+@pytest.mark.parametrize("mode", ["F16", "BF16"])
+def test_half_product_is_bit_equal(tmp_path, monkeypatch, mode):
+    """Half floats: the same bits as the plain call and as tpuc's interpreter."""
+    import tpuc.passes.native.matmul as mm
+
+    shape = ((1, 8, 40, 40), (1, 8, 40, 15), True)
+    (tmp_path / "swap").mkdir()
+    run, cycles = values_net(tmp_path / "swap", *shape, mode=mode)
+    exact(run)
+    monkeypatch.setattr(mm, "swappable", lambda *args: False)
+    (tmp_path / "plain").mkdir()
+    plain, plain_cycles = values_net(tmp_path / "plain", *shape, mode=mode)
+    assert np.array_equal(np.asarray(run.got["y"]), np.asarray(plain.got["y"]))
     assert cycles < plain_cycles, (cycles, plain_cycles)
 
 
