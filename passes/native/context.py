@@ -48,7 +48,10 @@ class NotExpressible(TpucError):
 class NativeCall:
     """One backend call: `function(param, sizeof, inputs, outputs, cmdid)`;
     `plain` calls take (param, sizeof, cmdid) only (TPU-MLIR's older APIs).
-    `pointers` aims pointer fields of `param` at worker-side copies of bytes."""
+    `pointers` aims pointer fields of `param` at worker-side copies of bytes;
+    a `move` call is one GDMA command instead, `tensor_general_move_gen_cmd`
+    with these arguments, a `cw` call one `general_cwtrans_gen_cmd`
+    (passes/native/gdma_permute.py)."""
 
     function: str
     param: bytes
@@ -56,6 +59,8 @@ class NativeCall:
     outputs: list[bytes] = field(default_factory=list)
     pointers: list[tuple[int, bytes]] = field(default_factory=list)
     plain: bool = False
+    move: tuple = ()
+    cw: tuple = ()
 
 
 def dtype_name(value: SSAValue) -> str:

@@ -26,9 +26,9 @@ from tpuc.passes.native.context import (
     dtype_name,
     quant_of,
 )
+from tpuc.passes.native.gdma_permute import cw_permute, gdma_permute
 from tpuc.passes.native.requant import RequantInt
 from tpuc.passes.native.rules import native_rule
-from tpuc.passes.native.transpose_mm import identity_transpose, transposable
 from tpuc.target.vendor.params import declare
 
 declare("transpose_spec_t", "u64 buffer_global_addr; u32 order[8]; u32 is_dynamic")
@@ -96,8 +96,12 @@ def permute(op: Operation, ctx: NativeContext) -> list[NativeCall]:
                 raise
     if fixed_order == sorted(fixed_order):
         return copy(op.operands[0], op.results[0], ctx)
-    if transposable(op, fixed, fixed_order):  # a small 8-bit matrix: the matmul unit's transpose
-        return identity_transpose(op, ctx, fixed[2], fixed[3])
+    moved = cw_permute(op, ctx, fixed, fixed_order)  # the GDMA's own C/W transpose
+    if moved is not None:
+        return moved
+    moved = gdma_permute(op, ctx)  # the last axis kept: one strided copy
+    if moved is not None:
+        return moved
     return [transpose_call(ctx, op.operands[0], op.results[0], fixed, fixed_order)]
 
 

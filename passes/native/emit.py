@@ -150,6 +150,10 @@ def run_backend(vendor: VendorPaths, planned, profile: bool = True) -> dict:
             what = f"{op.name} {_label(op)}"
             name = getattr(op, "names", ["op"])[0]
             for call in calls:
+                if call.move or call.cw:
+                    method = "general_move" if call.move else "cw_transpose"
+                    worker.call(what, method, name, call.move or call.cw)
+                    continue
                 method = "call_plain" if call.plain else "call_global"
                 worker.call(what, method, name, call.function, call.param, call.pointers,
                             call.inputs, call.outputs)  # fmt: skip

@@ -66,6 +66,7 @@ from tpuc.passes.native.conv import (
     round_mode,
 )
 from tpuc.passes.native.epilogue import channel_scales, check_f32, epilogue_calls
+from tpuc.passes.native.matmul_swap import swappable, transposed_product
 from tpuc.passes.native.rules import native_rule
 from tpuc.target.vendor.params import ConvGlobal, FcGlobal, declare
 
@@ -464,6 +465,8 @@ def batch_matmul(op: Operation, ctx: NativeContext, floats: bool) -> list[Native
             c.requant_mode = MULTIPLIER_SHIFT
             c.mul_val, c.shift_val, c.offset_val = multiplier[0], -rshift[0], out_q.zero_point
             c.round_mode = round_mode(op)
+    if swappable(op, b, m, k, n, c.has_bias):  # short result rows: Yᵀ = Rᵀ · Lᵀ
+        return transposed_product(op, ctx, spec, (b, m, k, n))
     right = (b, n, k) if transpose else (b, k, n)
     inputs = [ctx.spec(op.operands[0], (b, m, k)), ctx.spec(op.operands[1], right)]
     if c.has_bias:

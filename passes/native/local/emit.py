@@ -153,6 +153,7 @@ def global_commands(op: Operation, calls) -> list[tuple]:
     as global layers beside their group)."""
     name = getattr(op, "names", ["op"])[0]
     return [
+        ("general_move", name, c.move) if c.move else ("cw_transpose", name, c.cw) if c.cw else
         ("global_plain" if c.plain else "global", name, c.function, c.param, c.pointers,
          c.inputs, c.outputs)
         for c in calls

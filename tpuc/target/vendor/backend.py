@@ -53,6 +53,24 @@ _MATRIX_ARGS = [
 rows, cols, row_stride, format, direction, transpose, node)."""
 
 
+_GENERAL_MOVE_ARGS = [
+    ctypes.c_uint64, ctypes.c_int, *[ctypes.c_int] * 4, *[ctypes.c_uint32] * 4, ctypes.c_int,
+    ctypes.c_uint64, ctypes.c_int, *[ctypes.c_int] * 4, *[ctypes.c_uint32] * 4,
+    ctypes.c_int, ctypes.c_int, _vp,
+]  # fmt: skip
+"""tensor_general_move_gen_cmd: (src addr, src lane, src N/C/H/W, src strides, format, dst addr,
+dst lane, dst N/C/H/W, dst strides, direction, transpose, node)."""
+
+
+_CW_TRANS_ARGS = [
+    ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64, ctypes.c_int, *[ctypes.c_int] * 5,
+    *[ctypes.c_uint32] * 6, ctypes.c_int, ctypes.c_int, _vp,
+]  # fmt: skip
+"""general_cwtrans_gen_cmd: (src addr, src lane, dst addr, dst lane, src N/C/H/W, format,
+src N/C/H strides, dst N/C/H strides, stride_enable, direction, node): [N, C, H, W]
+to [N, W, H, C]."""
+
+
 _BCAST_ARGS = [
     ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int, *[ctypes.c_int] * 4,
     *[ctypes.c_uint32] * 4, ctypes.c_int, ctypes.c_int, ctypes.c_int, _vp,
@@ -145,10 +163,25 @@ class BackendSession:
         self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
         getattr(self.lib, function)(buffer, len(param), self.cmdid)
 
+    def general_move(self, name: str, args: tuple) -> None:
+        """One GDMA command of a global layer, `tensor_general_move_gen_cmd`
+        on the global cmd-id node (it waits for every earlier command)."""
+        self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
+        self.lib.tensor_general_move_gen_cmd.argtypes = _GENERAL_MOVE_ARGS
+        self.lib.tensor_general_move_gen_cmd(*args, self.cmdid)
+
+    def cw_transpose(self, name: str, args: tuple) -> None:
+        """One GDMA C/W transpose of a global layer, `general_cwtrans_gen_cmd`
+        on the global cmd-id node."""
+        self.lib.set_cmd_id_prefix(self.cmdid, name.encode())
+        self.lib.general_cwtrans_gen_cmd.argtypes = _CW_TRANS_ARGS
+        self.lib.general_cwtrans_gen_cmd(*args, self.cmdid)
+
     def run(self, commands: list[tuple]) -> int:
         """Commands of a layer group (`tpuc.passes.native.local.emit`), in
         order: ("local", name, function, param, pointers, sec_info, inputs,
         outputs), ("plain_local", name, function, param), ("move", name, args),
+        ("general_move", name, args), ("cw_transpose", name, args),
         ("bcast", name, args),
         ("divide",), ("merge",) or a
         ("global", …) call; the cmd-id node's cycles they added."""
@@ -194,6 +227,10 @@ class BackendSession:
             lib.set_cmd_id_prefix(self.tiu, name.encode())
             buffer = ctypes.create_string_buffer(param, len(param))
             getattr(lib, function)(buffer, len(param), self.tiu)
+        elif kind == "general_move":
+            self.general_move(*rest)
+        elif kind == "cw_transpose":
+            self.cw_transpose(*rest)
         elif kind == "global":
             self.call_global(*rest)
         elif kind == "global_plain":
