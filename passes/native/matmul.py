@@ -210,6 +210,8 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu, spec.relu_limit = 0, -1.0
         out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
         fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
+        if deferred(op):
+            return [fc]  # its softmax's group casts and scales (softmax.deferred_epilogue)
         # the columns along W, the rows over the lanes: on [M, N, 1, 1] each
         # column's scale is a 4-byte plane (ppocr_rec's classifier, M = 40,
         # N = 6,625: 3.0M vendor cycles, GDMA at 0.8 bytes a cycle)
@@ -230,6 +232,15 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         return two_rows(op, ctx, spec, inputs, k, n)
     return [ctx.call("backend_api_fc_global", spec, op, inputs=inputs,
                      outputs=[ctx.spec(op.results[0], (m, n))])]  # fmt: skip
+
+
+def deferred(op: Operation) -> bool:
+    """Whether the fc's only reader does its float epilogue."""
+    from tpuc.passes.native.softmax import deferred_epilogue
+
+    uses = list(op.results[0].uses)
+    reader = uses[0].operation if len(uses) == 1 else None
+    return isinstance(reader, tpu.SoftmaxOp) and deferred_epilogue(reader) is op
 
 
 def one_row_exact(k: int, n: int) -> bool:

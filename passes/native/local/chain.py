@@ -29,6 +29,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     pool_wide,
     quantize,
     scale,
+    softmax,
     upsample,
     wide,
 )
