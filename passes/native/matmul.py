@@ -174,6 +174,8 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     `per_column_fc` or `fc_as_conv`; an int32 result (the float epilogue)
     takes the product and bias from the call and scales per column in
     epilogue.py."""
+    if deferred(op):
+        return []  # in its softmax's layer group (softmax.deferred_epilogue)
     table = coeff_table(op, n)
     int32 = is_float(op.results[0])
     per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
@@ -210,8 +212,6 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         spec.if_relu, spec.relu_limit = 0, -1.0
         out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
         fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
-        if deferred(op):
-            return [fc]  # its softmax's group casts and scales (softmax.deferred_epilogue)
         # the columns along W, the rows over the lanes: on [M, N, 1, 1] each
         # column's scale is a 4-byte plane (ppocr_rec's classifier, M = 40,
         # N = 6,625: 3.0M vendor cycles, GDMA at 0.8 bytes a cycle)

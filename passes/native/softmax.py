@@ -47,11 +47,12 @@ def long_rows(op: Operation) -> bool:
 def deferred_epilogue(op: Operation) -> Operation | None:
     """The INT8 fc whose float epilogue (epilogue.py: int32 -> f32, times
     the per-column scale) this long-row softmax does in its own group
-    instead, or None: the fc's only reader, no fused ReLU, its [1, C, N]
-    result one row a lane (C <= 64). The fc then stores its int32 sums in
-    its result's buffer, the group loads them, casts and scales them
-    locally before the softmax: ppocr_rec's classifier, whose epilogue cost
-    two passes over DDR (a cast 42k, the multiply 47k vendor cycles)."""
+    instead, or None: the fc's only reader, no fused ReLU, no zero points,
+    its [1, C, N] result one row a lane (C <= 64). The fc joins the group
+    (local/fc_sums.py), its int32 sums stay in local memory, cast and
+    scaled there before the softmax: ppocr_rec's classifier, whose epilogue
+    cost two passes over DDR (a cast 42k, the multiply 47k vendor cycles)
+    and its int32 sums a store and a load (25.9k, 19.6k)."""
     from tpuc.passes.native.context import quant_of
     from tpuc.passes.native.local.plan import NPU_NUM
     from tpuc.passes.native.matmul import fc_dims
@@ -63,7 +64,10 @@ def deferred_epilogue(op: Operation) -> Operation | None:
         return None
     if quant_of(fc.operands[0]) is None or fc_dims(fc) is None or fc.value("do_relu"):
         return None
-    if fc.value("left_transpose") or fc.value("hdim_is_batch"):
+    if fc.value("left_transpose") or fc.value("hdim_is_batch") or fc.value("right_transpose"):
+        return None
+    right_q = quant_of(fc.operands[1])
+    if quant_of(fc.operands[0]).zero_point or (right_q is not None and right_q.zero_point):
         return None
     shape = tuple(shape_of(op.operands[0]))
     return fc if len(shape) == 3 and shape[1] <= NPU_NUM else None
@@ -76,7 +80,8 @@ def softmax_group(op: Operation, ctx: NativeContext):
     from tpuc.passes.native.local.chain import plan_chain
     from tpuc.passes.native.local.emit import group_commands
 
-    plan = plan_chain([op], ctx)
+    fc = deferred_epilogue(op)
+    plan = plan_chain([op] if fc is None else [fc, op], ctx)
     return GroupCall(group_commands(plan, ctx), f"the layer group of {op.name} '{op.names[0]}'")
 
 

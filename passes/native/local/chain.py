@@ -22,6 +22,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     concat,
     const,
     deconv,
+    fc_sums,
     half_depthwise,
     lut,
     mul,
