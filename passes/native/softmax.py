@@ -73,6 +73,29 @@ def deferred_epilogue(op: Operation) -> Operation | None:
     return fc if len(shape) == 3 and shape[1] <= NPU_NUM else None
 
 
+def absorbed_cast(op: Operation) -> Operation | None:
+    """The cast of this long-row f16/bf16 softmax's result to f32 that only
+    the model's outputs read, which its group does before the store (the
+    global cast was another pass over DDR: ppocr_rec F16's 33k cycles)."""
+    from xdsl.dialects import func
+
+    uses = list(op.results[0].uses)
+    if not long_rows(op) or len(uses) != 1 or dtype_name(op.results[0]) == "f32":
+        return None
+    cast = uses[0].operation
+    if not isinstance(cast, tpu.CastOp) or cast.value("to") or dtype_name(cast.results[0]) != "f32":
+        return None
+    if not all(isinstance(use.operation, func.ReturnOp) for use in cast.results[0].uses):
+        return None
+    return cast
+
+
+def absorbs(cast: Operation) -> bool:
+    """Whether a long-row softmax's group does this cast (absorbed_cast)."""
+    producer = cast.operands[0].owner
+    return isinstance(producer, tpu.SoftmaxOp) and absorbed_cast(producer) is cast
+
+
 def softmax_group(op: Operation, ctx: NativeContext):
     """The softmax as a layer group of its own: its input loaded, the local
     kernel, its result stored (local/softmax.py)."""
@@ -80,8 +103,8 @@ def softmax_group(op: Operation, ctx: NativeContext):
     from tpuc.passes.native.local.chain import plan_chain
     from tpuc.passes.native.local.emit import group_commands
 
-    fc = deferred_epilogue(op)
-    plan = plan_chain([op] if fc is None else [fc, op], ctx)
+    ops = [o for o in (deferred_epilogue(op), op, absorbed_cast(op)) if o is not None]
+    plan = plan_chain(ops, ctx)
     return GroupCall(group_commands(plan, ctx), f"the layer group of {op.name} '{op.names[0]}'")
 
 

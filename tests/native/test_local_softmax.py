@@ -69,11 +69,20 @@ def test_int8_classifier_softmax(tmp_path):
 
 @pytest.mark.parametrize("mode", ["F32", "F16", "BF16"])
 def test_long_row_softmax(tmp_path, mode):
-    """[1, 40, 6625] alone: f32, and f16/bf16 cast to f32 and back locally."""
+    """[1, 40, 6625] alone: f32, and f16/bf16 cast to f32 and back locally,
+    the output's cast to f32 in the same group."""
+    from tpuc.dialects import tpu
+    from tpuc.passes.native.softmax import absorbed_cast
+
     rng = np.random.default_rng(1)
     feeds = {"a": (rng.standard_normal((1, 40, CLASSES)) * 3).astype("f4")}
     nodes = [node("Softmax", ["a"], ["y"], axis=-1)]
-    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, ["y"], mode, all_global=True)
+    held = []
+    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, ["y"], mode, all_global=True,
+                                   tweak=held.append)  # fmt: skip
+    softmax = next(op for op in next(iter(held[0].ops)).body.block.ops
+                   if isinstance(op, tpu.SoftmaxOp))  # fmt: skip
+    assert (absorbed_cast(softmax) is None) == (mode == "F32")
     exact(run.got["y"], run.expected["y"])
 
 
