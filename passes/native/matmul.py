@@ -137,6 +137,8 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[
     against 35,379 for the f32 result and cast); otherwise the result in f32 (the kernel then
     takes lowering's f32 bias and adds it to its f32 sums) cast once to the
     result type, tpuc's arithmetic for that path."""
+    if deferred(op):
+        return []  # in its softmax's layer group (softmax.half_fc)
     spec = fc_spec(op, n)
     spec.have_bias = has_bias(op)
     inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
@@ -235,12 +237,13 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
 
 
 def deferred(op: Operation) -> bool:
-    """Whether the fc's only reader does its float epilogue."""
-    from tpuc.passes.native.softmax import deferred_epilogue
+    """Whether the fc is in its only reader's layer group (a long-row
+    softmax's, softmax.grouped_fc)."""
+    from tpuc.passes.native.softmax import grouped_fc
 
     uses = list(op.results[0].uses)
     reader = uses[0].operation if len(uses) == 1 else None
-    return isinstance(reader, tpu.SoftmaxOp) and deferred_epilogue(reader) is op
+    return isinstance(reader, tpu.SoftmaxOp) and grouped_fc(reader) is op
 
 
 def one_row_exact(k: int, n: int) -> bool:

@@ -96,6 +96,38 @@ def absorbs(cast: Operation) -> bool:
     return isinstance(producer, tpu.SoftmaxOp) and absorbed_cast(producer) is cast
 
 
+def half_fc(op: Operation) -> Operation | None:
+    """The F16 fc with a bias (its half form, `fc_half_form`) whose
+    result only this long-row softmax reads, [1, C, N] with C <= 64: it
+    joins the softmax's group (local/fc_sums.py), its half result never
+    stored and loaded again."""
+    from tpuc.kernels.half_conv import fc_half_form
+    from tpuc.passes.native.local.plan import NPU_NUM
+    from tpuc.passes.native.matmul import fc_dims, has_bias
+
+    fc = op.operands[0].owner
+    if not long_rows(op) or not isinstance(fc, tpu.MatMulOp):
+        return None
+    if dtype_name(fc.results[0]) != "f16" or dtype_name(fc.operands[0]) != "f16":
+        return None  # bf16: the local call's result was all zeros (not found why yet)
+    if len(list(op.operands[0].uses)) != 1 or fc_dims(fc) is None or not has_bias(fc):
+        return None
+    if fc.value("do_relu") or any(
+        fc.value(a) for a in ("left_transpose", "hdim_is_batch", "right_transpose")
+    ):
+        return None
+    m, k, n = fc_dims(fc)
+    shape = tuple(shape_of(op.operands[0]))
+    if len(shape) != 3 or shape[1] > NPU_NUM or not fc_half_form(m, k, n):
+        return None
+    return fc
+
+
+def grouped_fc(op: Operation) -> Operation | None:
+    """The fc this long-row softmax's group holds: deferred_epilogue or half_fc."""
+    return deferred_epilogue(op) or half_fc(op)
+
+
 def softmax_group(op: Operation, ctx: NativeContext):
     """The softmax as a layer group of its own: its input loaded, the local
     kernel, its result stored (local/softmax.py)."""
@@ -103,7 +135,7 @@ def softmax_group(op: Operation, ctx: NativeContext):
     from tpuc.passes.native.local.chain import plan_chain
     from tpuc.passes.native.local.emit import group_commands
 
-    ops = [o for o in (deferred_epilogue(op), op, absorbed_cast(op)) if o is not None]
+    ops = [o for o in (grouped_fc(op), op, absorbed_cast(op)) if o is not None]
     plan = plan_chain(ops, ctx)
     return GroupCall(group_commands(plan, ctx), f"the layer group of {op.name} '{op.names[0]}'")
 

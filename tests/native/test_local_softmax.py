@@ -42,12 +42,15 @@ def test_two_stage(shape, two):
     assert two_stage(shape, len(shape) - 1) is two
 
 
-def test_int8_classifier_softmax(tmp_path):
-    """ppocr_rec's head in INT8: [1, 40, 120] x [120, 6625] + bias (tpuc's
-    float epilogue, f32 logits), Softmax over the classes as a group of
-    its own."""
+@pytest.mark.parametrize("mode", ["INT8", "F16", "BF16"])
+def test_classifier_softmax(tmp_path, mode):
+    """ppocr_rec's head: [1, 40, 120] x [120, 6625] + bias, Softmax over the
+    classes, the output cast to f32, all in one group: INT8 the fc's int32
+    sums cast and scaled there (tpuc's float epilogue, deferred_epilogue);
+    F16 the fc's half form (half_fc) and the softmax's casts (BF16 the
+    casts, its fc global)."""
     from tpuc.dialects import tpu
-    from tpuc.passes.native.softmax import deferred_epilogue, long_rows
+    from tpuc.passes.native.softmax import absorbed_cast, deferred_epilogue, half_fc
 
     rng = np.random.default_rng(3)
     feeds = {"a": rng.standard_normal((1, 40, 120)).astype("f4")}
@@ -58,12 +61,13 @@ def test_int8_classifier_softmax(tmp_path):
     nodes = [node("MatMul", ["a", "w"], ["m"]), node("Add", ["m", "b"], ["s"]),
              node("Softmax", ["s"], ["y"], axis=-1)]  # fmt: skip
     held = []
-    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, ["y"], "INT8", inits,
+    run, _ = native_run_and_cycles(tmp_path, nodes, feeds, ["y"], mode, inits,
                                    all_global=True, tweak=held.append)  # fmt: skip
-    softmaxes = [op for op in next(iter(held[0].ops)).body.block.ops
-                 if isinstance(op, tpu.SoftmaxOp)]  # fmt: skip
-    assert len(softmaxes) == 1 and long_rows(softmaxes[0])
-    assert isinstance(deferred_epilogue(softmaxes[0]), tpu.MatMulOp)
+    softmax = next(op for op in next(iter(held[0].ops)).body.block.ops
+                   if isinstance(op, tpu.SoftmaxOp))  # fmt: skip
+    fc = deferred_epilogue(softmax) if mode == "INT8" else half_fc(softmax)
+    assert isinstance(fc, tpu.MatMulOp) or mode == "BF16"  # a BF16 fc stays global
+    assert (absorbed_cast(softmax) is None) == (mode == "INT8")
     exact(run.got["y"], run.expected["y"])
 
 

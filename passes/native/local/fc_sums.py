@@ -21,11 +21,12 @@ from xdsl.ir import Operation
 from tpuc.dialects import tpu
 from tpuc.dialects.base import shape_of
 from tpuc.ir.weights import read_weight
-from tpuc.passes.native.context import NativeContext, NotExpressible
-from tpuc.passes.native.conv import DTYPE_I32, coeff_table
+from tpuc.passes.native.context import NativeContext, NotExpressible, dtype_name
+from tpuc.passes.native.conv import coeff_table
 from tpuc.passes.native.local.ops import (
     Coeff,
     LocalRule,
+    dtype_code_of,
     local_command,
     local_rule,
     no_buffer,
@@ -46,7 +47,7 @@ def _dims(op: Operation) -> tuple[int, int, int]:
     from tpuc.passes.native.matmul import deferred, fc_dims
 
     if not isinstance(op, tpu.MatMulOp) or not deferred(op):
-        raise NotExpressible("a local MatMul other than an fc whose softmax does its epilogue")
+        raise NotExpressible("a local MatMul other than an fc in its long-row softmax's group")
     if op.value("right_transpose"):
         raise NotExpressible("a local fc with a transposed weight")
     m, k, n = fc_dims(op)
@@ -60,11 +61,12 @@ def fc_backward(op: Operation, out: Slice) -> Slice:
 
 
 def lanes_aligned(weight: np.ndarray) -> np.ndarray:
-    """[K, N] int8 as the lanes hold it: row r on lane r % 64, plane r // 64,
+    """[K, N] as the lanes hold it: row r on lane r % 64, plane r // 64,
     each plane EU-aligned; [64, planes · aligned N]."""
     k, n = weight.shape
     planes = -(-k // NPU_NUM)
-    plane = -(-n // EU_BYTES) * EU_BYTES
+    eu = EU_BYTES // weight.dtype.itemsize
+    plane = -(-n // eu) * eu
     lanes = np.zeros((NPU_NUM, planes, plane), weight.dtype)
     for p in range(planes):
         part = weight[p * NPU_NUM : (p + 1) * NPU_NUM]
@@ -72,26 +74,42 @@ def lanes_aligned(weight: np.ndarray) -> np.ndarray:
     return lanes.reshape(NPU_NUM, planes * plane)
 
 
+def _types(op: Operation) -> tuple[str, str, str]:
+    """(operand, bias, result) dtypes: INT8 sums i8, i32, i32; a half fc its
+    type throughout (the bias rounded to it, as the global half form)."""
+    dtype = dtype_name(op.operands[0])
+    return (dtype, dtype, dtype) if dtype in ("f16", "bf16") else ("i8", "i32", "i32")
+
+
 def fc_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
-    """The weight (lanes_aligned) and the int32 bias, every lane's copy."""
+    """The weight (lanes_aligned) and the bias, every lane's copy."""
+    from tpuc.base.dtypes import to_storage
+    from tpuc.passes.native.matmul import rounded_bias
+
     _, k, n = _dims(op)
     name = op.names[0]
-    weight = np.asarray(read_weight(op.operands[1].owner)).reshape(k, n)
-    lanes = lanes_aligned(weight)
+    operand, bias_type, _ = _types(op)
+    weight = np.asarray(read_weight(op.operands[1].owner))
+    if operand != "i8":
+        weight = to_storage(weight, operand)
+    lanes = lanes_aligned(weight.reshape(k, n))
     w_addr = ctx.coeffs.add(f"{name}_weight_lanes", lanes)
-    bias = coeff_table(op, n)[:, 0].astype(np.int32)
-    b_addr = ctx.coeffs.add(f"{name}_bias_i32", bias)
+    if bias_type == "i32":
+        b_addr = ctx.coeffs.add(f"{name}_bias_i32", coeff_table(op, n)[:, 0].astype(np.int32))
+    else:
+        b_addr = rounded_bias(op, ctx, bias_type)
     return [
-        Coeff(w_addr, (1, k, n, 1), "i8", moved=(1, NPU_NUM, 1, lanes.shape[1])),
-        Coeff(b_addr, (1, NPU_NUM, 1, n), "i32", lanes_copy=True),
+        Coeff(w_addr, (1, k, n, 1), operand, moved=(1, NPU_NUM, 1, lanes.shape[1])),
+        Coeff(b_addr, (1, NPU_NUM, 1, n), bias_type, lanes_copy=True),
     ]
 
 
 def fc_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     m, k, n = _dims(op)
+    operand, bias_type, result = _types(op)
     param = BatchMatmulLocal()
     c = param.common
-    c.Y_dtype = DTYPE_I32
+    c.Y_dtype = dtype_code_of(result)
     c.R_zp_is_const = True
     c.has_bias = True
     c.upper_limit = -1.0
@@ -101,11 +119,11 @@ def fc_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) ->
     info = plain_info(out, step)
     info.h_slice = k
     inputs = [  # 3-D, as the ops' own shapes (the kernel reads batch, M, K from them)
-        spec(None, "i8", (s.n_slice, m, k), left.addr_at(step)),
-        spec(None, "i8", (1, k, n), plan.tensors[(op, 0)].addrs[0]),
-        spec(None, "i32", (1, 1, n), plan.tensors[(op, 1)].addrs[0]),
+        spec(None, operand, (s.n_slice, m, k), left.addr_at(step)),
+        spec(None, operand, (1, k, n), plan.tensors[(op, 0)].addrs[0]),
+        spec(None, bias_type, (1, 1, n), plan.tensors[(op, 1)].addrs[0]),
     ]
-    outputs = [spec(None, "i32", (s.n_slice, m, n), out.addr_at(step))]
+    outputs = [spec(None, result, (s.n_slice, m, n), out.addr_at(step))]
     return [local_command(op, "backend_api_batch_matmul_local", param, info, inputs, outputs)]
 
 
