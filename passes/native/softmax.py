@@ -97,7 +97,7 @@ def absorbs(cast: Operation) -> bool:
 
 
 def half_fc(op: Operation) -> Operation | None:
-    """The F16 fc with a bias (its half form, `fc_half_form`) whose
+    """The F16/BF16 fc with a bias (its half form, `fc_half_form`) whose
     result only this long-row softmax reads, [1, C, N] with C <= 64: it
     joins the softmax's group (local/fc_sums.py), its half result never
     stored and loaded again."""
@@ -108,8 +108,9 @@ def half_fc(op: Operation) -> Operation | None:
     fc = op.operands[0].owner
     if not long_rows(op) or not isinstance(fc, tpu.MatMulOp):
         return None
-    if dtype_name(fc.results[0]) != "f16" or dtype_name(fc.operands[0]) != "f16":
-        return None  # bf16: the local call's result was all zeros (not found why yet)
+    dtype = dtype_name(fc.results[0])
+    if dtype not in ("f16", "bf16") or dtype_name(fc.operands[0]) != dtype:
+        return None
     if len(list(op.operands[0].uses)) != 1 or fc_dims(fc) is None or not has_bias(fc):
         return None
     if fc.value("do_relu") or any(

@@ -47,8 +47,7 @@ def test_classifier_softmax(tmp_path, mode):
     """ppocr_rec's head: [1, 40, 120] x [120, 6625] + bias, Softmax over the
     classes, the output cast to f32, all in one group: INT8 the fc's int32
     sums cast and scaled there (tpuc's float epilogue, deferred_epilogue);
-    F16 the fc's half form (half_fc) and the softmax's casts (BF16 the
-    casts, its fc global)."""
+    F16/BF16 the fc's half form (half_fc) and the softmax's casts."""
     from tpuc.dialects import tpu
     from tpuc.passes.native.softmax import absorbed_cast, deferred_epilogue, half_fc
 
@@ -66,7 +65,7 @@ def test_classifier_softmax(tmp_path, mode):
     softmax = next(op for op in next(iter(held[0].ops)).body.block.ops
                    if isinstance(op, tpu.SoftmaxOp))  # fmt: skip
     fc = deferred_epilogue(softmax) if mode == "INT8" else half_fc(softmax)
-    assert isinstance(fc, tpu.MatMulOp) or mode == "BF16"  # a BF16 fc stays global
+    assert isinstance(fc, tpu.MatMulOp)
     assert (absorbed_cast(softmax) is None) == (mode == "INT8")
     exact(run.got["y"], run.expected["y"])
 

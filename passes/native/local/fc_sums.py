@@ -90,8 +90,8 @@ def fc_coeffs(op: Operation, ctx: NativeContext) -> list[Coeff]:
     name = op.names[0]
     operand, bias_type, _ = _types(op)
     weight = np.asarray(read_weight(op.operands[1].owner))
-    if operand != "i8":
-        weight = to_storage(weight, operand)
+    if operand != "i8" and weight.dtype not in (np.float16, np.uint16):
+        weight = to_storage(weight, operand)  # else already the stored bits (a bf16 weight)
     lanes = lanes_aligned(weight.reshape(k, n))
     w_addr = ctx.coeffs.add(f"{name}_weight_lanes", lanes)
     if bias_type == "i32":
