@@ -93,7 +93,12 @@ def _dequantize(op: Operation, ctx: NativeContext) -> NativeCall:
 
 @native_rule(tpu.CastOp)
 def cast(op: Operation, ctx: NativeContext) -> list[NativeCall]:
-    """Quantize, dequantize, or cast_global_spec_t {src_dtype, dst_dtype, round_mode}."""
+    """Quantize, dequantize, or cast_global_spec_t {src_dtype, dst_dtype, round_mode};
+    nothing when a long-row softmax's layer group casts (softmax.absorbed_cast)."""
+    from tpuc.passes.native.softmax import absorbs
+
+    if absorbs(op):
+        return []
     src, dst = op.operands[0], op.results[0]
     if op.value("to"):
         raise NotExpressible(f"a cast through {op.value('to')}")

@@ -153,6 +153,8 @@ def float_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[
     against 35,379 for the f32 result and cast); otherwise the result in f32 (the kernel then
     takes lowering's f32 bias and adds it to its f32 sums) cast once to the
     result type, tpuc's arithmetic for that path."""
+    if deferred(op):
+        return []  # in its softmax's layer group (softmax.half_fc)
     spec = fc_spec(op, n)
     spec.have_bias = has_bias(op)
     inputs = [ctx.spec(op.operands[0], (m, k)), right_spec(op, ctx, k, n)]
@@ -190,6 +192,8 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
     `per_column_fc` or `fc_as_conv`; an int32 result (the float epilogue)
     takes the product and bias from the call and scales per column in
     epilogue.py."""
+    if deferred(op):
+        return []  # in its softmax's layer group (softmax.deferred_epilogue)
     table = coeff_table(op, n)
     int32 = is_float(op.results[0])
     per_tensor = bool(np.all(table[:, 1:] == table[0, 1:]))
@@ -276,6 +280,16 @@ def transposed_right(op: Operation, ctx: NativeContext, k: int, n: int) -> bytes
     suffix = "_transposed" if rows is None else "_lane_rows_transposed"
     addr = ctx.coeffs.add(f"{right.owner.names[0]}{suffix}", stored)
     return raw_spec(addr, dtype_code(right), (n, k))
+
+
+def deferred(op: Operation) -> bool:
+    """Whether the fc is in its only reader's layer group (a long-row
+    softmax's, softmax.grouped_fc)."""
+    from tpuc.passes.native.softmax import grouped_fc
+
+    uses = list(op.results[0].uses)
+    reader = uses[0].operation if len(uses) == 1 else None
+    return isinstance(reader, tpu.SoftmaxOp) and grouped_fc(reader) is op
 
 
 def one_row_exact(k: int, n: int) -> bool:

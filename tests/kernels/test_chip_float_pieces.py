@@ -52,6 +52,31 @@ def test_axis_sum_two_stages_on_a_short_innermost_axis():
     assert chip_float.axis_sum(x, 1)[0, 0] == 1.0
 
 
+def long_row(lead: tuple[int, ...]) -> np.ndarray:
+    """Rows of 6625 (ppocr_rec's classes) where the two orders differ:
+    2^24 at 0, 1 at 16 and at 2, −2^24 at 4."""
+    x = np.zeros([*lead, 6625], F)
+    x[..., 0], x[..., 16], x[..., 2], x[..., 4] = 2.0**24, 1.0, 1.0, -(2.0**24)
+    return x
+
+
+def test_axis_sum_two_stages_on_a_long_row_the_local_kernel_holds():
+    """[1, 40, 6625]: the native target's local softmax (two stages at any
+    length). Column 0: 2^24 + 1 -> 2^24; column 2: 1; column 4: −2^24;
+    across, evens 2^24 + 1 -> 2^24, − 2^24 = 0; odds 0: total 0."""
+    sums = chip_float.axis_sum(long_row((1, 40)), 2)
+    assert sums.shape == (1, 40, 1) and np.all(sums == 0.0)
+
+
+def test_axis_sum_one_window_on_a_long_row_the_global_kernel_runs():
+    """[2, 40, 6625] (N > 1) and [1, 200, 6625] (4 rows a lane) stay the
+    global kernel's: one window, evens 2^24 + 1 -> 2^24, + 1 -> 2^24,
+    − 2^24 = 0, + 1 (position 16) = 1; odds 0: total 1."""
+    for lead in ((2, 40), (1, 200)):
+        sums = chip_float.axis_sum(long_row(lead), 2)
+        assert np.all(sums == 1.0), lead
+
+
 def test_log_halves_the_mantissa_above_four_thirds():
     """log of 1.5 = log(0.75) + ln 2: t = −0.25, where the series converges;
     4/3 itself (mantissa 0x2AAAAB) is not halved."""

@@ -74,6 +74,12 @@ TANH_MAX = 100.0  # tanh clamps 2x to this before its exp
 RSQRT_STEPS = 4  # `sfu.rsqrt` with rsqrt_n = 4 (LayerNorm)
 COLUMNS = 16  # f32 lanes of a row: the first-stage width of the backend's sums
 TWO_STAGE_MAX = 4096  # an innermost axis up to this long is summed in two stages
+LANES = 64  # bm168x NPUs: a local tensor's channels over them
+LOCAL_ROW_MAX = 8192
+"""f32 elements of softmax rows a lane holds at most in a local softmax of
+a row longer than TWO_STAGE_MAX (its f32 input, result and the kernel's two
+work copies, and an f16/bf16 slice's casts: ~20 bytes an element, within
+the 256 KiB of a lane)."""
 
 
 def ftz(x: Array) -> Array:
@@ -257,12 +263,26 @@ def column_sum(x: Array, scale: float = 1.0) -> Array:
     return window_sum(columns[..., 0, :], -1, scale)
 
 
+def two_stage(shape: tuple[int, ...], axis: int) -> bool:
+    """Whether the chip's softmax over `axis` (innermost) of `shape` sums in
+    two stages (`column_sum`): the global kernel does so up to TWO_STAGE_MAX;
+    the local one at any length, and the native target runs a longer row
+    of a [1, C, L] tensor as a local softmax (a layer group of its own when
+    no other holds it, passes/native/softmax.py) while each lane's rows,
+    ceil(C/64)·L, stay within LOCAL_ROW_MAX."""
+    length = shape[axis]
+    if length <= TWO_STAGE_MAX:
+        return True
+    lead = shape[:axis]
+    return len(lead) == 2 and lead[0] == 1 and -(-lead[1] // LANES) * length <= LOCAL_ROW_MAX
+
+
 def axis_sum(x: Array, axis: int) -> Array:
     """The softmax sum over `axis` (kept) in the backend's layout: an
-    innermost axis of at most TWO_STAGE_MAX in rows of COLUMNS (zero-padded),
-    summed down each column then across; anything else in one window."""
-    length = x.shape[axis]
-    if axis != x.ndim - 1 or length > TWO_STAGE_MAX:
+    innermost axis summed in two stages (`two_stage`) in rows of COLUMNS
+    (zero-padded), down each column then across; anything else in one
+    window."""
+    if axis != x.ndim - 1 or not two_stage(x.shape, axis):
         return window_sum(x, axis)
     return column_sum(x)
 

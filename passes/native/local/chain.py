@@ -22,6 +22,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     concat,
     const,
     deconv,
+    fc_sums,
     half_depthwise,
     lut,
     mul,
@@ -29,6 +30,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     pool_wide,
     quantize,
     scale,
+    softmax,
     upsample,
     wide,
 )

@@ -150,7 +150,10 @@ def group_commands(plan: GroupPlan, ctx: NativeContext) -> list[tuple]:
 
 def global_commands(op: Operation, calls) -> list[tuple]:
     """An op's global NativeCalls as run commands (to price the same ops
-    as global layers beside their group)."""
+    as global layers beside their group); a rule's own group
+    (emit.GroupCall) as its commands."""
+    if hasattr(calls, "commands"):
+        return list(calls.commands)
     name = getattr(op, "names", ["op"])[0]
     return [
         ("general_move", name, c.move) if c.move else ("cw_transpose", name, c.cw) if c.cw else
