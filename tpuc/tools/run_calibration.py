@@ -349,10 +349,12 @@ def grow_float_layers(req: Request, cal, samples, entries, lossy) -> dict[str, f
         growth = growing.grow(start, req.mix_cos, mode, say)
     floated = [*start, *growth.layers]
     outcome = "reached" if growth.reached else "not reached: every layer adding error is in float"
-    say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f} on {len(inputs)} "
-        f"sample(s), target {req.mix_cos} {outcome}; {len(growth.layers)} layer(s) grown into "
-        f"{mode}, {len(floated)} in all; {share_text(cal.module, chip, floated)} "
-        f"({growth.seconds:.1f} s)")  # fmt: skip
+    first, last = growth.scores[0].positions, growth.scores[-1].positions
+    agree = f", positions agreeing {first} -> {last}" if first.positions else ""
+    say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f}{agree} on "
+        f"{len(inputs)} sample(s), target {req.mix_cos} {outcome}; {len(growth.layers)} "
+        f"layer(s) grown into {mode}, {len(floated)} in all; "
+        f"{share_text(cal.module, chip, floated)} ({growth.seconds:.1f} s)")  # fmt: skip
     return growth.layers
 
 

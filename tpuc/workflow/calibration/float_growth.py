@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.target.chips import Chip
+from tpuc.workflow.calibration.positions import Agreement, argmax_agreement, per_position_outputs
 
 Inputs = Mapping[str, np.ndarray]
 Progress = Callable[[Iterable, str], Iterable]
@@ -85,12 +86,30 @@ def next_batch(added: Mapping[str, float], grown: int, min_batch: int = MIN_BATC
     return ranked[: max(min_batch, grown)]
 
 
+@dataclass(frozen=True)
+class Score:
+    """What one measurement found: the smallest output cosine and, for the
+    outputs judged position by position (positions.py), how many positions
+    agree with FP32's best class."""
+
+    cos: float
+    positions: Agreement = Agreement()
+
+    def reaches(self, target: float) -> bool:
+        return self.cos >= target and self.positions.complete
+
+    def __str__(self) -> str:
+        agree = f", positions agreeing {self.positions}" if self.positions.positions else ""
+        return f"smallest output cosine {self.cos:.6f}{agree}"
+
+
 @dataclass
 class Growth:
     """What the growth chose and measured."""
 
     layers: dict[str, float] = field(default_factory=dict)  # layer -> added loss when chosen
     history: list[tuple[int, float]] = field(default_factory=list)  # (float layers, min cos)
+    scores: list[Score] = field(default_factory=list)  # beside history: what each measured
     candidates: int = 0  # layers that run in INT8 without a qtable
     reached: bool = False
     seconds: float = 0.0
@@ -115,6 +134,7 @@ class FloatGrowth:
         self.float_interp = float_interp
         self.scratch = scratch
         self.outputs = judged_tensors(module)
+        self.per_position = per_position_outputs(module)
         self.inputs_of = int8_layer_inputs(module, chip)
         self.measured = {*self.inputs_of, *self.outputs.values()}
         self.measured.update(n for names in self.inputs_of.values() for n in names)
@@ -122,11 +142,12 @@ class FloatGrowth:
 
     def measure(
         self, qtable: Mapping[str, str], target: float = 1.0, losses: bool = True
-    ) -> tuple[float, dict[str, float]]:
-        """(smallest output cosine, layer -> the error it adds averaged over
-        the samples below `target`) with `qtable`'s layers in float. Only
-        those samples are measured layer by layer (what the growth must fix,
-        and the cost of a run where nothing grows is one run per sample)."""
+    ) -> tuple[Score, dict[str, float]]:
+        """(the outputs' score, layer -> the error it adds averaged over the
+        samples below `target` or with a position disagreeing) with
+        `qtable`'s layers in float. Only those samples are measured layer by
+        layer (what the growth must fix, and the cost of a run where nothing
+        grows is one run per sample)."""
         from tpuc.interp.tpu_interpreter import TpuInterpreter
         from tpuc.ir.qtable import format_qtable
         from tpuc.ir.weights import weights_of
@@ -142,7 +163,7 @@ class FloatGrowth:
         interp, weights = TpuInterpreter(lowered), weights_of(lowered)
         todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
         pooled: dict[str, np.ndarray] = {}
-        summed, below = {}, 0
+        summed, below, agreement = {}, 0, Agreement()
         for x in self.samples:
             reference = self.float_interp.run(self.store, x, dump_all=True)
             quantized = interp.run(weights, x, dump_all=True)
@@ -151,7 +172,10 @@ class FloatGrowth:
             sums = {n: _sums(interp, quantized, reference, n) for n in judged}
             for name, three in sums.items():
                 pooled[name] = pooled.get(name, 0.0) + three
-            if losses and min(_cosine(*three) for three in sums.values()) < target:
+            agrees = _agreement(interp, quantized, reference, self.per_position)
+            agreement += agrees
+            worst = min(_cosine(*three) for three in sums.values())
+            if losses and (worst < target or not agrees.complete):
                 names = [n for n in reference if n in quantized and n in self.measured]
                 cosines = {n: _cos(interp, quantized, reference, n) for n in names}
                 for layer, loss in added_error(cosines, todo).items():
@@ -159,20 +183,21 @@ class FloatGrowth:
                 below += 1
             del reference, quantized
         worst = min(_cosine(*three) for three in pooled.values())
-        return worst, {k: v / below for k, v in summed.items()}
+        return Score(worst, agreement), {k: v / below for k, v in summed.items()}
 
     def grow(self, start: Mapping[str, str], target: float, mode: str,
              say: Callable[[str], None] = lambda _: None) -> Growth:  # fmt: skip
         """Float layers beyond `start` (the qtable already decided) until the
-        smallest output cosine reaches `target` or no layer adds error; then
+        smallest output cosine reaches `target` and every position of a
+        per-position output agrees, or no layer adds error; then
         the last batch cut to its shortest head that still reaches it."""
         began = time.perf_counter()
         growth = Growth(candidates=len(self.inputs_of))
         qtable, last = dict(start), None
         while True:
-            cos, added = self.measure(qtable, target)
-            self._record(growth, qtable, cos, mode, say)
-            if cos >= target:
+            score, added = self.measure(qtable, target)
+            self._record(growth, qtable, score, mode, say)
+            if score.reaches(target):
                 growth.reached = True
                 break
             batch = next_batch(added, len(growth.layers))
@@ -198,27 +223,29 @@ class FloatGrowth:
         """Bisect the last batch: the fewest of its first layers that,
         added to `before`, still reach `target` (all of them do)."""
         fails, reaches = 0, len(batch)
-        reached_cos = {reaches: growth.after}
+        reached = {reaches: growth.scores[-1]}
         while reaches - fails > 1:
             middle = (fails + reaches) // 2
             trial = dict(before)
             self._add(Growth(), trial, batch[:middle], mode)
-            cos, _ = self.measure(trial, target, losses=False)
-            self._record(growth, trial, cos, mode, say)
-            if cos >= target:
-                reaches, reached_cos[middle] = middle, cos
+            score, _ = self.measure(trial, target, losses=False)
+            self._record(growth, trial, score, mode, say)
+            if score.reaches(target):
+                reaches, reached[middle] = middle, score
             else:
                 fails = middle
         kept = dict(before)
         self._add(Growth(), kept, batch[:reaches], mode)
         for layer in [n for n in growth.layers if n not in kept]:
             del growth.layers[layer]
-        growth.history.append((len(kept), reached_cos[reaches]))
+        growth.history.append((len(kept), reached[reaches].cos))
+        growth.scores.append(reached[reaches])
 
     @staticmethod
-    def _record(growth: Growth, qtable, cos: float, mode: str, say) -> None:
-        growth.history.append((len(qtable), cos))
-        say(f"auto mix: {len(qtable)} layer(s) in {mode}, smallest output cosine {cos:.6f}")
+    def _record(growth: Growth, qtable, score: Score, mode: str, say) -> None:
+        growth.history.append((len(qtable), score.cos))
+        growth.scores.append(score)
+        say(f"auto mix: {len(qtable)} layer(s) in {mode}, {score}")
 
 
 def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
@@ -234,6 +261,17 @@ def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, n
                  for a in (real, ref))  # fmt: skip
     return np.array([np.einsum("i,i->", a, b, dtype=np.float64)
                      for a, b in ((real, real), (ref, ref), (real, ref))])  # fmt: skip
+
+
+def _agreement(interp, quantized: Mapping[str, np.ndarray],
+               reference: Mapping[str, np.ndarray], names: Sequence[str]) -> Agreement:  # fmt: skip
+    """The positions of the per-position outputs `names` whose best class
+    in the INT8 run (real values) is float's."""
+    found = Agreement()
+    for name in names:
+        real = interp.real_values({name: quantized[name]})[name]
+        found += argmax_agreement(real, np.asarray(reference[name], np.float32))
+    return found
 
 
 def _cosine(tt: float, rr: float, tr: float) -> float:
