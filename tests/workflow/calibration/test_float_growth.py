@@ -162,6 +162,7 @@ class Scripted(FloatGrowth):
     def __init__(self):
         self.inputs_of = {f"l{i}": [] for i in range(10)}
         self.holders = {name: [name] for name in self.inputs_of}
+        self.per_position = []
         self.measures = 0
 
     def measure(self, qtable, target=1.0, losses=True):
@@ -211,6 +212,25 @@ def test_growth_goes_on_until_every_position_agrees():
     assert growth.scores[0].positions == Agreement(159, 160) and growth.scores[0].cos > 0.98
     assert growth.scores[-1].positions.complete
     assert [n for n, _ in growth.history] == [0, 4, 2, 1, 2]
+
+
+class FloatFlipsIt(Positions):
+    """The position that differs is one F16 itself reads otherwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_position = ["out"]
+
+    def float_ties(self, mode):
+        return [{"out": np.array([True])}]
+
+    def agreement(self, qtable) -> Agreement:
+        return Agreement(159, 159) if self.ties else super().agreement(qtable)
+
+
+def test_a_position_the_float_mode_flips_does_not_grow():
+    growth = FloatFlipsIt().grow({}, 0.98, "F16")
+    assert growth.reached and not growth.layers and growth.scores[0].positions.complete
 
 
 def softmax_model(tail: str):

@@ -16,6 +16,7 @@ from tpuc.workflow.calibration.float_growth import FloatGrowth
 from tpuc.workflow.calibration.positions import (
     Agreement,
     argmax_agreement,
+    disagreeing,
     per_position_outputs,
 )
 
@@ -36,6 +37,18 @@ def test_a_tie_reads_the_first_class_as_a_greedy_decoder_does():
     assert argmax_agreement(np.array([[0.5, 0.5, 0.0]]), np.array([[0.4, 0.6, 0.0]])) == (
         Agreement(0, 1)
     )
+
+
+def test_near_ties_the_float_mode_flips_are_not_counted():
+    """The middle position is a tie (F16 itself reads another class there):
+    of the two positions counted, both agree; without the mask 2 of 3."""
+    quantized = np.array([[[0.1, 0.7, 0.2], [0.5, 0.4, 0.1], [0.3, 0.3, 0.4]]])
+    reference = np.array([[[0.2, 0.6, 0.2], [0.4, 0.5, 0.1], [0.3, 0.2, 0.5]]])
+    assert disagreeing(quantized, reference).tolist() == [[False, True, False]]
+    ties = np.array([[False, True, False]])
+    assert argmax_agreement(quantized, reference, ties) == Agreement(2, 2)
+    ties = np.array([[True, False, False]])
+    assert argmax_agreement(quantized, reference, ties) == Agreement(1, 2)
 
 
 def test_agreements_add_up_over_samples():

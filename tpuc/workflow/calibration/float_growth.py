@@ -47,7 +47,12 @@ from xdsl.dialects.builtin import ModuleOp
 
 from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.target.chips import Chip
-from tpuc.workflow.calibration.positions import Agreement, argmax_agreement, per_position_outputs
+from tpuc.workflow.calibration.positions import (
+    Agreement,
+    argmax_agreement,
+    disagreeing,
+    per_position_outputs,
+)
 
 Inputs = Mapping[str, np.ndarray]
 Progress = Callable[[Iterable, str], Iterable]
@@ -135,6 +140,7 @@ class FloatGrowth:
         self.scratch = scratch
         self.outputs = judged_tensors(module)
         self.per_position = per_position_outputs(module)
+        self.ties: list[dict[str, np.ndarray]] = []  # per sample: positions float flips
         self.inputs_of = int8_layer_inputs(module, chip)
         self.measured = {*self.inputs_of, *self.outputs.values()}
         self.measured.update(n for names in self.inputs_of.values() for n in names)
@@ -164,7 +170,7 @@ class FloatGrowth:
         todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
         pooled: dict[str, np.ndarray] = {}
         summed, below, agreement = {}, 0, Agreement()
-        for x in self.samples:
+        for i, x in enumerate(self.samples):
             reference = self.float_interp.run(self.store, x, dump_all=True)
             quantized = interp.run(weights, x, dump_all=True)
             judged = [j if j in quantized and j in reference else o
@@ -172,7 +178,8 @@ class FloatGrowth:
             sums = {n: _sums(interp, quantized, reference, n) for n in judged}
             for name, three in sums.items():
                 pooled[name] = pooled.get(name, 0.0) + three
-            agrees = _agreement(interp, quantized, reference, self.per_position)
+            ties = self.ties[i] if self.ties else {}
+            agrees = _agreement(interp, quantized, reference, self.per_position, ties)
             agreement += agrees
             worst = min(_cosine(*three) for three in sums.values())
             if losses and (worst < target or not agrees.complete):
@@ -193,6 +200,7 @@ class FloatGrowth:
         the last batch cut to its shortest head that still reaches it."""
         began = time.perf_counter()
         growth = Growth(candidates=len(self.inputs_of))
+        self.ties = self.float_ties(mode) if self.per_position else []
         qtable, last = dict(start), None
         while True:
             score, added = self.measure(qtable, target)
@@ -209,6 +217,29 @@ class FloatGrowth:
             self._shortest_head(growth, *last, target, mode, say)
         growth.seconds = time.perf_counter() - began
         return growth
+
+    def float_ties(self, mode: str) -> list[dict[str, np.ndarray]]:
+        """Per sample and per-position output: the positions whose best
+        class differs from float's with every layer in `mode` (near ties
+        no float layer set holds; positions.py)."""
+        from tpuc.interp.tpu_interpreter import TpuInterpreter
+        from tpuc.ir.qtable import format_qtable
+        from tpuc.ir.weights import weights_of
+        from tpuc.workflow.deploy import lower
+
+        lowered = self.module.clone()
+        attach_weights(lowered, WeightStore(self.store))
+        path = self.scratch / "growth_float_qtable"
+        path.write_text(format_qtable(dict.fromkeys(self.inputs_of, mode)))
+        lower(lowered, self.chip.name, "INT8", cali_table=self.cali_table, qtable=path)
+        interp, weights = TpuInterpreter(lowered), weights_of(lowered)
+        ties = []
+        for x in self.samples:
+            reference = self.float_interp.run(self.store, x)
+            run = interp.real_values(interp.run(weights, x))
+            ties.append({n: disagreeing(run[n], np.asarray(reference[n], np.float32))
+                         for n in self.per_position})  # fmt: skip
+        return ties
 
     def _add(self, growth: Growth, qtable: dict[str, str], batch, mode: str) -> None:
         """Each chosen layer with the layers holding its output in INT8."""
@@ -264,13 +295,14 @@ def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, n
 
 
 def _agreement(interp, quantized: Mapping[str, np.ndarray],
-               reference: Mapping[str, np.ndarray], names: Sequence[str]) -> Agreement:  # fmt: skip
+               reference: Mapping[str, np.ndarray], names: Sequence[str],
+               ties: Mapping[str, np.ndarray]) -> Agreement:  # fmt: skip
     """The positions of the per-position outputs `names` whose best class
-    in the INT8 run (real values) is float's."""
+    in the INT8 run (real values) is float's, but the `ties`."""
     found = Agreement()
     for name in names:
         real = interp.real_values({name: quantized[name]})[name]
-        found += argmax_agreement(real, np.asarray(reference[name], np.float32))
+        found += argmax_agreement(real, np.asarray(reference[name], np.float32), ties.get(name))
     return found
 
 

@@ -9,7 +9,10 @@ its calibration lines while 4 of their 160 positions read another class,
 and only 0.70 of its 27 skimage test lines read FP32's text. So such an
 output is judged by what its user reads: the share of positions whose best
 class in INT8 is FP32's, pooled over the samples, and the growth goes on
-until every position agrees.
+until every position agrees — every position but the near ties the chip's
+float mode itself reads otherwise (measured once, with every layer in F16:
+no float layer set can do better there; PP-OCRv4 rec with 164 of its 191
+layers in F16 still read 2 of its 160 calibration positions otherwise).
 
 Which outputs: those computed by a Softmax over their last axis with more
 than one position (the axes between the batch axis and the classes) — a
@@ -30,7 +33,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 
 @dataclass(frozen=True)
 class Agreement:
-    """Positions whose best class agrees with FP32's, of all positions."""
+    """Positions whose best class agrees with FP32's, of the positions counted."""
 
     agreeing: int = 0
     positions: int = 0
@@ -50,15 +53,25 @@ class Agreement:
         return f"{self.agreeing}/{self.positions}"
 
 
-def argmax_agreement(quantized: np.ndarray, reference: np.ndarray) -> Agreement:
-    """Positions (every index but the last axis) where `quantized` and
-    `reference` have the same best class along the last axis (the first
+def disagreeing(quantized: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per position (every index but the last axis): whether `quantized`'s
+    best class along the last axis differs from `reference`'s (the first
     of equal values, as numpy's argmax and a greedy decoder take it)."""
     quantized, reference = np.asarray(quantized), np.asarray(reference)
     if quantized.shape != reference.shape:
         raise ValueError(f"shapes differ: {quantized.shape} in INT8, {reference.shape} in float")
-    same = np.argmax(quantized, axis=-1) == np.argmax(reference, axis=-1)
-    return Agreement(int(same.sum()), int(same.size))
+    return np.argmax(quantized, axis=-1) != np.argmax(reference, axis=-1)
+
+
+def argmax_agreement(
+    quantized: np.ndarray, reference: np.ndarray, ties: np.ndarray | None = None
+) -> Agreement:
+    """The positions where `quantized` and `reference` have the same best
+    class, of those not marked in `ties` (positions FP32 holds only as a
+    near tie: the chip's float mode itself reads another class there)."""
+    differs = disagreeing(quantized, reference)
+    counted = ~ties if ties is not None else np.ones_like(differs)
+    return Agreement(int((counted & ~differs).sum()), int(counted.sum()))
 
 
 def per_position_outputs(module: ModuleOp) -> list[str]:
