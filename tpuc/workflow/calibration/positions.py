@@ -11,8 +11,9 @@ output is judged by what its user reads: the share of positions whose best
 class in INT8 is FP32's, pooled over the samples, and the growth goes on
 until every position agrees — every position but the near ties the chip's
 float mode itself reads otherwise (measured once, with every layer in F16:
-no float layer set can do better there; PP-OCRv4 rec with 164 of its 191
-layers in F16 still read 2 of its 160 calibration positions otherwise).
+no float layer set can do better there, and the growth would float every
+layer for nothing; PP-OCRv4 rec's calibration lines have none, all 160
+positions agree in F16).
 
 Which outputs: those computed by a Softmax over their last axis with more
 than one position (the axes between the batch axis and the classes) — a
