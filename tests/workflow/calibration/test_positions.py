@@ -122,3 +122,29 @@ def test_the_growth_measures_agreement_against_onnxruntime(tmp_path):
         want += argmax_agreement(got, session.run(None, x)[0])
     assert score.positions == want and want.positions == 120
     assert not want.complete  # the coarse table flips at least one position
+
+
+def test_run_calibration_says_how_many_positions_agree(tmp_path, capsys):
+    """The user's view: run_calibration.py on a per-position classifier
+    prints the positions agreeing before and after the growth (3 samples of
+    40 positions), and writes its table."""
+    from onnx import save
+    from tools_helpers import run_main
+
+    from tpuc.tools import model_transform
+    from tpuc.tools.run_calibration import main
+
+    proto = classifier([1, 40, 30], -1, positions=40)[0]
+    save(proto, tmp_path / "ctc.onnx")
+    mlir = tmp_path / "ctc.mlir"
+    argv = ["--model_name", "ctc", "--model_def", str(tmp_path / "ctc.onnx"), "--mlir", str(mlir)]
+    assert run_main(model_transform.main, argv, capsys)[0] == 0
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(3):
+        np.savez(data / f"s{i}.npz", x=RNG.standard_normal((1, 40, 16)).astype(np.float32))
+    table = tmp_path / "ctc_cali_table"
+    code, out, err = run_main(main, [str(mlir), "--dataset", str(data), "-o", str(table)], capsys)
+    assert code == 0, err
+    (summary,) = [line for line in out.splitlines() if "auto mix: output cosine" in line]
+    assert "positions agreeing " in summary and "/120 -> " in summary and table.exists()
