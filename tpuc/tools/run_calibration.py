@@ -15,8 +15,10 @@ threshold per tensor with `--cali_method`, auto-tunes the thresholds on the
 first `--tune_num` samples, applies the per-op range rules and writes the
 table in TPU-MLIR's format. Then, unless `--auto_mix_num 0`, it measures the
 FP32 vs INT8 output cosine (for `--chip`) on the first `--auto_mix_num`
-samples and, while the smallest is below `--auto_mix_cos`, moves the layers
-that add most error to F16, listing them in the table for model_deploy.py's
+samples and, while the smallest is below `--auto_mix_cos` (or a per-position
+classifier output, such as a CTC recognizer's, reads another class at some
+position: tpuc/workflow/calibration/positions.py), moves the layers that add
+most error to F16, listing them in the table for model_deploy.py's
 automatic mixed precision (tpuc/workflow/calibration/float_growth.py).
 
 The techniques (--sq, --smc, --we, --bc, --adaround) change the module's
@@ -99,7 +101,8 @@ def build_parser():
         default=0.99,
         help="automatic mixed precision: grow the F16 layers until the smallest FP32 vs INT8 "
         "output cosine on the --auto_mix_num samples reaches this, a trailing Softmax judged by "
-        "its logits; the smallest set found is kept (default 0.99)",
+        "its logits, a Softmax over the last axis at several positions (CTC) also until every "
+        "position's best class is FP32's; the smallest set found is kept (default 0.99)",
     )
     parser.add_argument(
         "--auto_mix_num",
@@ -349,10 +352,12 @@ def grow_float_layers(req: Request, cal, samples, entries, lossy) -> dict[str, f
         growth = growing.grow(start, req.mix_cos, mode, say)
     floated = [*start, *growth.layers]
     outcome = "reached" if growth.reached else "not reached: every layer adding error is in float"
-    say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f} on {len(inputs)} "
-        f"sample(s), target {req.mix_cos} {outcome}; {len(growth.layers)} layer(s) grown into "
-        f"{mode}, {len(floated)} in all; {share_text(cal.module, chip, floated)} "
-        f"({growth.seconds:.1f} s)")  # fmt: skip
+    first, last = growth.scores[0].positions, growth.scores[-1].positions
+    agree = f", positions agreeing {first} -> {last}" if first.positions else ""
+    say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f}{agree} on "
+        f"{len(inputs)} sample(s), target {req.mix_cos} {outcome}; {len(growth.layers)} "
+        f"layer(s) grown into {mode}, {len(floated)} in all; "
+        f"{share_text(cal.module, chip, floated)} ({growth.seconds:.1f} s)")  # fmt: skip
     return growth.layers
 
 

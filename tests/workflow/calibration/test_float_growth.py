@@ -18,10 +18,12 @@ from tpuc.target.chips import get_chip
 from tpuc.workflow.auto_mix import auto_float_layers, int8_share, report
 from tpuc.workflow.calibration.float_growth import (
     FloatGrowth,
+    Score,
     added_error,
     holders,
     next_batch,
 )
+from tpuc.workflow.calibration.positions import Agreement
 
 
 def test_added_error_subtracts_the_worst_input():
@@ -97,7 +99,7 @@ def test_growth_reaches_its_target_on_a_real_lowering(tmp_path):
     table.write_text(text)
     chip = get_chip("bm1684x")
     growth = FloatGrowth(module, store, table, chip, [x], interp, tmp_path)
-    all_int8, _ = growth.measure({})
+    all_int8 = growth.measure({})[0].cos
     reference = ort.InferenceSession(proto.SerializeToString()).run(None, x)[0]
     assert all_int8 < 0.99999
     grown = growth.grow({}, 0.99999, "F16")
@@ -160,13 +162,17 @@ class Scripted(FloatGrowth):
     def __init__(self):
         self.inputs_of = {f"l{i}": [] for i in range(10)}
         self.holders = {name: [name] for name in self.inputs_of}
+        self.per_position = []
         self.measures = 0
 
     def measure(self, qtable, target=1.0, losses=True):
         self.measures += 1
         left = {n: loss for n, loss in zip(self.inputs_of, self.LOSS, strict=True)
                 if n not in qtable}  # fmt: skip
-        return 1.0 - sum(left.values()), (left if losses else {})
+        return Score(1.0 - sum(left.values()), self.agreement(qtable)), (left if losses else {})
+
+    def agreement(self, qtable) -> Agreement:
+        return Agreement()  # no per-position output
 
 
 def test_growth_keeps_the_shortest_head_of_its_last_batch():
@@ -186,6 +192,45 @@ def test_growth_keeps_what_the_start_already_floats():
     growth = Scripted().grow({"l0": "F16"}, 0.995, "F16")
     assert set(growth.layers) == {"l1", "l2"}
     assert growth.history[-1] == (3, pytest.approx(1 - 0.0034))
+
+
+class Positions(Scripted):
+    """The same layers under a per-position output: its cosine reaches 0.99
+    with all of them in INT8, but a position reads another class until l0
+    and l1 are both in float."""
+
+    def agreement(self, qtable) -> Agreement:
+        return Agreement(160 if {"l0", "l1"} <= set(qtable) else 159, 160)
+
+
+def test_growth_goes_on_until_every_position_agrees():
+    """Cosine 0.9876 ≥ 0.98 at the start, yet one position of 160 differs:
+    the growth floats the batch l0..l3 (all 160 agree), and its bisection
+    keeps l0, l1 (l0 alone leaves 159)."""
+    growth = Positions().grow({}, 0.98, "F16")
+    assert growth.reached and set(growth.layers) == {"l0", "l1"}
+    assert growth.scores[0].positions == Agreement(159, 160) and growth.scores[0].cos > 0.98
+    assert growth.scores[-1].positions.complete
+    assert [n for n, _ in growth.history] == [0, 4, 2, 1, 2]
+
+
+class FloatFlipsIt(Positions):
+    """The position that differs is one F16 itself reads otherwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_position = ["out"]
+
+    def float_ties(self, mode):
+        return [{"out": np.array([True])}]
+
+    def agreement(self, qtable) -> Agreement:
+        return Agreement(159, 159) if self.ties else super().agreement(qtable)
+
+
+def test_a_position_the_float_mode_flips_does_not_grow():
+    growth = FloatFlipsIt().grow({}, 0.98, "F16")
+    assert growth.reached and not growth.layers and growth.scores[0].positions.complete
 
 
 def softmax_model(tail: str):
@@ -238,7 +283,7 @@ def test_output_cosine_is_pooled_over_the_samples(tmp_path):
     table.write_text(format_table(CaliTable(entries), mlir="m.mlir", methods=["max"],
                                   histogram_bins=2048, samples=1, tune_num=0))  # fmt: skip
     growth = FloatGrowth(module, store, table, get_chip("bm1684x"), samples, interp, tmp_path)
-    pooled, _ = growth.measure({})
+    pooled = growth.measure({})[0].cos
     lowered = module.clone()
     attach_weights(lowered, WeightStore(store))
     lower(lowered, "bm1684x", "INT8", cali_table=table)

@@ -107,7 +107,7 @@ def test_a_sample_holds_a_few_tensors_whatever_the_length(chain, tmp_path):
     tensor = np.zeros(SHAPE, np.float32).nbytes
     tracemalloc.start()
     try:
-        sums, error = streamed_sums(runs, (weights, store), x, [names[-1]], names)
+        sums, error, _ = streamed_sums(runs, (weights, store), x, [names[-1]], names)
         _, streamed = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         kept = (tpu.run(weights, x, dump_all=True), interp.run(store, x, dump_all=True))
@@ -147,7 +147,8 @@ def test_streamed_measure_is_the_dump_all_formula_bit_for_bit(chain, tmp_path):
     module, store, x, interp, table = chain
     samples = [x, {"x": RNG.standard_normal(SHAPE).astype(np.float32)}]
     growth = FloatGrowth(module, store, table, get_chip("bm1684x"), samples, interp, tmp_path)
-    cos, added = growth.measure({}, target=1.0)
+    score, added = growth.measure({}, target=1.0)
+    cos = score.cos
     want_cos, want_added = dump_all_measure(growth, 1.0)
     assert cos == want_cos and cos < 1.0
     assert added == want_added and len(added) == 2 * LAYERS

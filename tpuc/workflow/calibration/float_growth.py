@@ -48,6 +48,12 @@ from xdsl.dialects.builtin import ModuleOp
 from tpuc.ir.weights import WeightStore, attach_weights
 from tpuc.target.chips import Chip
 from tpuc.workflow.calibration.lockstep import Lockstep
+from tpuc.workflow.calibration.positions import (
+    Agreement,
+    argmax_agreement,
+    disagreeing,
+    per_position_outputs,
+)
 
 Inputs = Mapping[str, np.ndarray]
 Progress = Callable[[Iterable, str], Iterable]
@@ -86,12 +92,30 @@ def next_batch(added: Mapping[str, float], grown: int, min_batch: int = MIN_BATC
     return ranked[: max(min_batch, grown)]
 
 
+@dataclass(frozen=True)
+class Score:
+    """What one measurement found: the smallest output cosine and, for the
+    outputs judged position by position (positions.py), how many positions
+    agree with FP32's best class."""
+
+    cos: float
+    positions: Agreement = Agreement()
+
+    def reaches(self, target: float) -> bool:
+        return self.cos >= target and self.positions.complete
+
+    def __str__(self) -> str:
+        agree = f", positions agreeing {self.positions}" if self.positions.positions else ""
+        return f"smallest output cosine {self.cos:.6f}{agree}"
+
+
 @dataclass
 class Growth:
     """What the growth chose and measured."""
 
     layers: dict[str, float] = field(default_factory=dict)  # layer -> added loss when chosen
     history: list[tuple[int, float]] = field(default_factory=list)  # (float layers, min cos)
+    scores: list[Score] = field(default_factory=list)  # beside history: what each measured
     candidates: int = 0  # layers that run in INT8 without a qtable
     reached: bool = False
     seconds: float = 0.0
@@ -116,6 +140,8 @@ class FloatGrowth:
         self.float_interp = float_interp
         self.scratch = scratch
         self.outputs = judged_tensors(module)
+        self.per_position = per_position_outputs(module)
+        self.ties: list[dict[str, np.ndarray]] = []  # per sample: positions float flips
         self.inputs_of = int8_layer_inputs(module, chip)
         self.measured = {*self.inputs_of, *self.outputs.values()}
         self.measured.update(n for names in self.inputs_of.values() for n in names)
@@ -123,25 +149,32 @@ class FloatGrowth:
 
     def measure(
         self, qtable: Mapping[str, str], target: float = 1.0, losses: bool = True
-    ) -> tuple[float, dict[str, float]]:
-        """(smallest output cosine, layer -> the error it adds averaged over
-        the samples below `target`) with `qtable`'s layers in float. Only
-        those samples count layer by layer (what the growth must fix); the
-        runs are compared as they go (`streamed_sums`), so every sample's
-        layer sums are taken, the output coming last."""
+    ) -> tuple[Score, dict[str, float]]:
+        """(the outputs' score, layer -> the error it adds averaged over the
+        samples below `target` or with a position disagreeing) with
+        `qtable`'s layers in float. Only those samples count layer by layer
+        (what the growth must fix); the runs are compared as they go
+        (`streamed_sums`), so every sample's layer sums are taken, the output
+        coming last."""
         interp, weights = self._int8_run(qtable)
         todo = {k: v for k, v in self.inputs_of.items() if k not in qtable}
-        runs = Lockstep(interp, self.float_interp, {*self.outputs, *self.outputs.values(),
-                                                    *self.measured})  # fmt: skip
+        wanted = {*self.outputs, *self.outputs.values(), *self.measured, *self.per_position}
+        runs = Lockstep(interp, self.float_interp, wanted)
         judged = list(dict.fromkeys(j if j in runs.wanted else o for o, j in self.outputs.items()))
         pooled: dict[str, np.ndarray] = {}
-        summed, below = {}, 0
-        for x in self.samples:
+        summed, below, agreement = {}, 0, Agreement()
+        for i, x in enumerate(self.samples):
             layered = self.measured if losses else ()
-            sums, error = streamed_sums(runs, (weights, self.store), x, judged, layered)
+            ties = self.ties[i] if self.ties else {}
+            positions = {n: ties.get(n) for n in self.per_position}
+            sums, error, agrees = streamed_sums(
+                runs, (weights, self.store), x, judged, layered, positions
+            )
             for name in judged:
                 pooled[name] = pooled.get(name, 0.0) + sums[name]
-            if losses and min(_cosine(*sums[n]) for n in judged) < target:
+            agreement += agrees
+            worst = min(_cosine(*sums[n]) for n in judged)
+            if losses and (worst < target or not agrees.complete):
                 if error is not None:
                     raise error
                 cosines = {n: _cosine(*three) for n, three in sums.items() if n in self.measured}
@@ -149,7 +182,7 @@ class FloatGrowth:
                     summed[layer] = summed.get(layer, 0.0) + loss
                 below += 1
         worst = min(_cosine(*three) for three in pooled.values())
-        return worst, {k: v / below for k, v in summed.items()}
+        return Score(worst, agreement), {k: v / below for k, v in summed.items()}
 
     def _int8_run(self, qtable: Mapping[str, str]):
         """The module lowered as model_deploy.py would with `qtable`'s layers
@@ -176,15 +209,17 @@ class FloatGrowth:
     def grow(self, start: Mapping[str, str], target: float, mode: str,
              say: Callable[[str], None] = lambda _: None) -> Growth:  # fmt: skip
         """Float layers beyond `start` (the qtable already decided) until the
-        smallest output cosine reaches `target` or no layer adds error; then
+        smallest output cosine reaches `target` and every position of a
+        per-position output agrees, or no layer adds error; then
         the last batch cut to its shortest head that still reaches it."""
         began = time.perf_counter()
         growth = Growth(candidates=len(self.inputs_of))
+        self.ties = self.float_ties(mode) if self.per_position else []
         qtable, last = dict(start), None
         while True:
-            cos, added = self.measure(qtable, target)
-            self._record(growth, qtable, cos, mode, say)
-            if cos >= target:
+            score, added = self.measure(qtable, target)
+            self._record(growth, qtable, score, mode, say)
+            if score.reaches(target):
                 growth.reached = True
                 break
             batch = next_batch(added, len(growth.layers))
@@ -196,6 +231,29 @@ class FloatGrowth:
             self._shortest_head(growth, *last, target, mode, say)
         growth.seconds = time.perf_counter() - began
         return growth
+
+    def float_ties(self, mode: str) -> list[dict[str, np.ndarray]]:
+        """Per sample and per-position output: the positions whose best
+        class differs from float's with every layer in `mode` (near ties
+        no float layer set holds; positions.py)."""
+        from tpuc.interp.tpu_interpreter import TpuInterpreter
+        from tpuc.ir.qtable import format_qtable
+        from tpuc.ir.weights import weights_of
+        from tpuc.workflow.deploy import lower
+
+        lowered = self.module.clone()
+        attach_weights(lowered, WeightStore(self.store))
+        path = self.scratch / "growth_float_qtable"
+        path.write_text(format_qtable(dict.fromkeys(self.inputs_of, mode)))
+        lower(lowered, self.chip.name, "INT8", cali_table=self.cali_table, qtable=path)
+        interp, weights = TpuInterpreter(lowered), weights_of(lowered)
+        ties = []
+        for x in self.samples:
+            reference = self.float_interp.run(self.store, x)
+            run = interp.real_values(interp.run(weights, x))
+            ties.append({n: disagreeing(run[n], np.asarray(reference[n], np.float32))
+                         for n in self.per_position})  # fmt: skip
+        return ties
 
     def _add(self, growth: Growth, qtable: dict[str, str], batch, mode: str) -> None:
         """Each chosen layer with the layers holding its output in INT8."""
@@ -210,27 +268,29 @@ class FloatGrowth:
         """Bisect the last batch: the fewest of its first layers that,
         added to `before`, still reach `target` (all of them do)."""
         fails, reaches = 0, len(batch)
-        reached_cos = {reaches: growth.after}
+        reached = {reaches: growth.scores[-1]}
         while reaches - fails > 1:
             middle = (fails + reaches) // 2
             trial = dict(before)
             self._add(Growth(), trial, batch[:middle], mode)
-            cos, _ = self.measure(trial, target, losses=False)
-            self._record(growth, trial, cos, mode, say)
-            if cos >= target:
-                reaches, reached_cos[middle] = middle, cos
+            score, _ = self.measure(trial, target, losses=False)
+            self._record(growth, trial, score, mode, say)
+            if score.reaches(target):
+                reaches, reached[middle] = middle, score
             else:
                 fails = middle
         kept = dict(before)
         self._add(Growth(), kept, batch[:reaches], mode)
         for layer in [n for n in growth.layers if n not in kept]:
             del growth.layers[layer]
-        growth.history.append((len(kept), reached_cos[reaches]))
+        growth.history.append((len(kept), reached[reaches].cos))
+        growth.scores.append(reached[reaches])
 
     @staticmethod
-    def _record(growth: Growth, qtable, cos: float, mode: str, say) -> None:
-        growth.history.append((len(qtable), cos))
-        say(f"auto mix: {len(qtable)} layer(s) in {mode}, smallest output cosine {cos:.6f}")
+    def _record(growth: Growth, qtable, score: Score, mode: str, say) -> None:
+        growth.history.append((len(qtable), score.cos))
+        growth.scores.append(score)
+        say(f"auto mix: {len(qtable)} layer(s) in {mode}, {score}")
 
 
 def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray],
@@ -248,6 +308,18 @@ def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, n
                      for a, b in ((real, real), (ref, ref), (real, ref))])  # fmt: skip
 
 
+def _agreement(interp, quantized: Mapping[str, np.ndarray],
+               reference: Mapping[str, np.ndarray], names: Sequence[str],
+               ties: Mapping[str, np.ndarray]) -> Agreement:  # fmt: skip
+    """The positions of the per-position outputs `names` whose best class
+    in the INT8 run (real values) is float's, but the `ties`."""
+    found = Agreement()
+    for name in names:
+        real = interp.real_values({name: quantized[name]})[name]
+        found += argmax_agreement(real, np.asarray(reference[name], np.float32), ties.get(name))
+    return found
+
+
 def _cosine(tt: float, rr: float, tr: float) -> float:
     norm = np.sqrt(tt) * np.sqrt(rr)
     if norm == 0.0:
@@ -257,18 +329,26 @@ def _cosine(tt: float, rr: float, tr: float) -> float:
 
 def streamed_sums(runs: Lockstep, weights: tuple[Inputs, Inputs], x: Inputs,
                   judged: Sequence[str], layered: Collection[str],
-                  ) -> tuple[dict[str, np.ndarray], ValueError | None]:  # fmt: skip
+                  positions: Mapping[str, np.ndarray | None] | None = None,
+                  ) -> tuple[dict[str, np.ndarray], ValueError | None, Agreement]:  # fmt: skip
     """`_sums` of the `judged` tensors and of the `layered` ones both runs
     compute, the INT8 run (`runs.lead`) against the float one, for sample
     `x`: the two run side by side and each tensor is dropped once summed
     (lockstep.py), so neither run's tensors are all held at once. The
     layered tensors are summed whether or not the sample will need them
     (that is known only at its output); a size mismatch among them comes
-    back as the error to raise if their cosines are used."""
+    back as the error to raise if their cosines are used. The per-position
+    outputs in `positions` (name -> the positions float itself flips) are
+    counted as they pass (`_agreement`)."""
     sums: dict[str, np.ndarray] = {}
     error = None
+    agreement = Agreement()
+    positions = positions or {}
     interp = runs.lead
     for name, quantized, reference in runs.pairs(*weights, x):
+        if name in positions:
+            ties = {name: positions[name]} if positions[name] is not None else {}
+            agreement += _agreement(interp, {name: quantized}, {name: reference}, [name], ties)
         if name not in judged and name not in layered:
             continue
         try:
@@ -277,7 +357,7 @@ def streamed_sums(runs: Lockstep, weights: tuple[Inputs, Inputs], x: Inputs,
             if name in judged:
                 raise
             error = error or exc
-    return sums, error
+    return sums, error, agreement
 
 
 def judged_tensors(module: ModuleOp) -> dict[str, str]:
