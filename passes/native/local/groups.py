@@ -263,7 +263,7 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
         made.append(NativePlanner(ops, layout, timing, ctx=ctx, pricer=pricer))
         return made[-1]
 
-    found = plan_module(module, chip, opt, planner=planner)
+    found = plan_module(module, chip, opt, float_slices=True, planner=planner)
     found = replace(found, runs=merge_runs(made[-1], found.runs))
     kept = [(a, b) for a, b in found.runs if b > a]
     for a, b in kept:
