@@ -34,6 +34,7 @@ from tpuc.passes.native.local import (  # noqa: F401  (register their rules)
     upsample,
     wide,
 )
+from tpuc.passes.native.local.balance import spread_moves
 from tpuc.passes.native.local.costs import Guesses
 from tpuc.passes.native.local.lane_store import mark as mark_lane_major
 from tpuc.passes.native.local.ops import ELEMENT_BYTES, LOCAL_RULES, LocalRule, three_ic_lanes
@@ -43,7 +44,6 @@ from tpuc.passes.native.local.plan import (
     LocalTensor,
     Slice,
     allocate,
-    chain_timesteps,
     even_split,
     group_values,
 )
@@ -176,7 +176,7 @@ def plan_chain(ops: Sequence[Operation], ctx: NativeContext, hsecs: int = 1,
             return _unsliced(plan, costs or Guesses(), FINE_BUDGETS)
         return _unsliced(plan, costs or Guesses(), PREFETCH_BUDGETS, first=True)
     allocate(plan)
-    plan.timesteps = chain_timesteps(plan)
+    plan.timesteps = spread_moves(plan, ctx, costs)
     return plan
 
 

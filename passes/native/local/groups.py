@@ -47,6 +47,7 @@ from tpuc.passes.native.local.emit import GroupPricer, global_commands
 from tpuc.passes.native.local.hoist import hoist_shrinking
 from tpuc.passes.native.local.merge import merge_runs
 from tpuc.passes.native.local.plan import GroupPlan, Slice
+from tpuc.passes.native.local.shift import shift_boundaries
 from tpuc.passes.native.rules import load_rules
 
 PLACE_ALIGN = 4096
@@ -263,11 +264,13 @@ def plan_native_groups(module: ModuleOp, chip, opt: int, pricer: GroupPricer):
         made.append(NativePlanner(ops, layout, timing, ctx=ctx, pricer=pricer))
         return made[-1]
 
-    found = plan_module(module, chip, opt, planner=planner)
+    found = plan_module(module, chip, opt, float_slices=True, planner=planner)
     found = replace(found, runs=merge_runs(made[-1], found.runs))
+    for a, b in found.runs:
+        if b > a:
+            made[-1].refine(a, b)
+    found = replace(found, runs=shift_boundaries(made[-1], found.runs))
     kept = [(a, b) for a, b in found.runs if b > a]
-    for a, b in kept:
-        made[-1].refine(a, b)
     plans = [made[-1].plan(a, b) for a, b in kept]
     found = replace(
         found,
