@@ -227,16 +227,7 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
         bias = ctx.coeffs.add(f"{op.names[0]}_bias_i32", table[:, 0].astype(np.int32))
         inputs.append(raw_spec(bias, DTYPE_I32, (1, n)))
     if int32:
-        spec.if_relu, spec.relu_limit = 0, -1.0
-        if narrow_right(op, m, k, n):
-            inputs[1] = transposed_right(op, ctx, k, n)
-            spec.R_transpose = 1
-        out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
-        fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
-        # the columns along W, the rows over the lanes: on [M, N, 1, 1] each
-        # column's scale is a 4-byte plane (ppocr_rec's classifier, M = 40,
-        # N = 6,625: 3.0M vendor cycles, GDMA at 0.8 bytes a cycle)
-        return [fc, *epilogue_calls(op, ctx, (1, m, 1, n), channel_scales(table), axis=3)]
+        return int32_fc(op, ctx, spec, inputs, table, (m, k, n))
     if per_column:
         return per_column_fc(op, ctx, spec, inputs, table, (m, n))
     if common is not None:
@@ -257,6 +248,23 @@ def int8_fc(op: Operation, ctx: NativeContext, m: int, k: int, n: int) -> list[N
 
 NARROW_N = 4
 """At most these columns take the transposed weight (`narrow_right`)."""
+
+
+def int32_fc(op: Operation, ctx: NativeContext, spec, inputs: list, table: np.ndarray,
+             mkn: tuple[int, int, int]) -> list[NativeCall]:  # fmt: skip
+    """The fc's int32 product and bias, then its per-column float scale
+    (epilogue.py); a narrow weight is loaded transposed (`narrow_right`)."""
+    m, k, n = mkn
+    spec.if_relu, spec.relu_limit = 0, -1.0
+    if narrow_right(op, m, k, n):
+        inputs[1] = transposed_right(op, ctx, k, n)
+        spec.R_transpose = 1
+    out = raw_spec(ctx.address(op.results[0]), DTYPE_I32, (m, n))
+    fc = ctx.call("backend_api_fc_global", spec, op, inputs=inputs, outputs=[out])
+    # the columns along W, the rows over the lanes: on [M, N, 1, 1] each
+    # column's scale is a 4-byte plane (ppocr_rec's classifier, M = 40,
+    # N = 6,625: 3.0M vendor cycles, GDMA at 0.8 bytes a cycle)
+    return [fc, *epilogue_calls(op, ctx, (1, m, 1, n), channel_scales(table), axis=3)]
 
 
 def narrow_right(op: Operation, m: int, k: int, n: int) -> bool:
