@@ -20,6 +20,16 @@ from tpuc.passes.native.rules import native_rule
 from tpuc.target.vendor.params import PoolingCommon
 
 
+def pool_flags(op: Operation, spec) -> None:
+    """The relu, ceil and rounding fields a pool's global spec and its local
+    call's common part (local/pool.py) both carry."""
+    spec.if_relu = bool(op.value("do_relu"))
+    limit = op.value("relu_limit")
+    spec.relu_limit = -1.0 if limit is None else float(limit)
+    spec.ceil_mode = bool(op.value("ceil_mode"))
+    spec.round_mode = round_mode(op)
+
+
 @native_rule(tpu.Pool2DOp)
 def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
     in_shape, out_shape = shape_of(op.operands[0]), shape_of(op.results[0])
@@ -38,11 +48,7 @@ def pool2d(op: Operation, ctx: NativeContext) -> list[NativeCall]:
         spec.stride_h = 1
     if kernel[1] == in_shape[3] and kernel[0] == 1:
         spec.stride_w = 1
-    spec.if_relu = bool(op.value("do_relu"))
-    limit = op.value("relu_limit")
-    spec.relu_limit = -1.0 if limit is None else float(limit)
-    spec.ceil_mode = bool(op.value("ceil_mode"))
-    spec.round_mode = round_mode(op)
+    pool_flags(op, spec)
     if op.value("pool_mode") == "Avg":
         spec.is_avg_pooling = 1
         spec.avg_pooling_mode = 0 if op.value("count_include_pad") else 1

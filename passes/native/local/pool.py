@@ -54,7 +54,7 @@ def pool_backward(op: Operation, out: Slice) -> Slice:
 def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) -> list[tuple]:
     """pooling_local_spec_t over the slice: the global rule's fields, the pads
     per slice (Pool2D.cpp's local form)."""
-    from tpuc.passes.native.conv import round_mode
+    from tpuc.passes.native.pool import pool_flags
 
     pads = op.value("pads") or [0, 0, 0, 0]
     info = sec_info(op, plan, step, (pads[0], pads[2]))
@@ -65,11 +65,7 @@ def pool_command(op: Operation, ctx: NativeContext, plan: GroupPlan, step: int) 
     c.pad_h_t, c.pad_w_l, c.pad_h_b, c.pad_w_r = pads
     c.stride_h, c.stride_w = op.value("strides") or [1, 1]
     c.dh = c.dw = 1
-    c.if_relu = bool(op.value("do_relu"))
-    limit = op.value("relu_limit")
-    c.relu_limit = -1.0 if limit is None else float(limit)
-    c.ceil_mode = bool(op.value("ceil_mode"))
-    c.round_mode = round_mode(op)
+    pool_flags(op, c)
     from tpuc.passes.native.local import half_pool
 
     if op.value("pool_mode") == "Avg":
