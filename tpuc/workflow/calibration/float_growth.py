@@ -308,18 +308,6 @@ def _sums(interp, quantized: Mapping[str, np.ndarray], reference: Mapping[str, n
                      for a, b in ((real, real), (ref, ref), (real, ref))])  # fmt: skip
 
 
-def _agreement(interp, quantized: Mapping[str, np.ndarray],
-               reference: Mapping[str, np.ndarray], names: Sequence[str],
-               ties: Mapping[str, np.ndarray]) -> Agreement:  # fmt: skip
-    """The positions of the per-position outputs `names` whose best class
-    in the INT8 run (real values) is float's, but the `ties`."""
-    found = Agreement()
-    for name in names:
-        real = interp.real_values({name: quantized[name]})[name]
-        found += argmax_agreement(real, np.asarray(reference[name], np.float32), ties.get(name))
-    return found
-
-
 def _cosine(tt: float, rr: float, tr: float) -> float:
     norm = np.sqrt(tt) * np.sqrt(rr)
     if norm == 0.0:
@@ -339,7 +327,7 @@ def streamed_sums(runs: Lockstep, weights: tuple[Inputs, Inputs], x: Inputs,
     (that is known only at its output); a size mismatch among them comes
     back as the error to raise if their cosines are used. The per-position
     outputs in `positions` (name -> the positions float itself flips) are
-    counted as they pass (`_agreement`)."""
+    counted as they pass (`argmax_agreement` on the INT8 run's real values)."""
     sums: dict[str, np.ndarray] = {}
     error = None
     agreement = Agreement()
@@ -347,8 +335,9 @@ def streamed_sums(runs: Lockstep, weights: tuple[Inputs, Inputs], x: Inputs,
     interp = runs.lead
     for name, quantized, reference in runs.pairs(*weights, x):
         if name in positions:
-            ties = {name: positions[name]} if positions[name] is not None else {}
-            agreement += _agreement(interp, {name: quantized}, {name: reference}, [name], ties)
+            real = interp.real_values({name: quantized})[name]
+            ref = np.asarray(reference, np.float32)
+            agreement += argmax_agreement(real, ref, positions[name])
         if name not in judged and name not in layered:
             continue
         try:
