@@ -11,7 +11,10 @@ Concat's. Values are those the Concat's requant would have given (clamped to
 the same range), with one rounding instead of two.
 
 Producers are the ops whose INT8 rule requantizes to their own output range
-(a MaxPool or a reshape keeps its input's type, so it would gain nothing),
+(a MaxPool or a reshape keeps its input's type, so it would gain nothing;
+passed through such an op to the Add before it, PP-OCRv4 det's range made
+its Add round both terms on the Concat's coarser grid: pooled cosine on the
+anchor's 21 inputs 0.975705 -> 0.975661, so that is not done),
 and float layers of a mixed module: their Cast to int8 then rounds straight
 to the Concat's grid, instead of to their own and again in the Concat;
 a pre-quantized (TFLite) model keeps its own scales;
@@ -36,8 +39,14 @@ REQUANTIZING = (
     top.ScaleOp,
     top.AvgPoolOp,
     top.ConcatOp,
+    top.MulOp,
+    top.PReluOp,
+    *top.ELEMENTWISE_UNARY,
 )
-"""TOP ops whose INT8 result is requantized to the range calibrated for it."""
+"""TOP ops whose INT8 result is requantized to the range calibrated for it
+(the elementwise ones by their lookup table: int8_lut, int8_region, whose
+table then maps straight onto the Concat's grid, one rounding instead of
+two: PP-OCRv4 rec's swish into its neck's Concat)."""
 
 
 def own_input(value: SSAValue, concat: Operation, modes: dict) -> str | None:
