@@ -351,7 +351,9 @@ def grow_float_layers(req: Request, cal, samples, entries, lossy) -> dict[str, f
         growing = FloatGrowth(cal.module, cal.weights, table, chip, inputs, cal.interp, Path(tmp))
         growth = growing.grow(start, req.mix_cos, mode, say)
     floated = [*start, *growth.layers]
-    outcome = "reached" if growth.reached else "not reached: every layer adding error is in float"
+    outcome = "reached"
+    if not growth.reached:
+        outcome = "not reached (no layer left adding error): the round that measured best is kept"
     first, last = growth.scores[0].positions, growth.scores[-1].positions
     agree = f", positions agreeing {first} -> {last}" if first.positions else ""
     say(f"auto mix: output cosine {growth.before:.6f} -> {growth.after:.6f}{agree} on "

@@ -214,6 +214,25 @@ def test_growth_goes_on_until_every_position_agrees():
     assert [n for n, _ in growth.history] == [0, 4, 2, 1, 2]
 
 
+class WorseLater(Scripted):
+    """A position agrees only while l0 and l1 are in float and fewer than 8
+    layers are: more float layers can read worse, and no set reaches."""
+
+    def agreement(self, qtable) -> Agreement:
+        return Agreement(159 if {"l0", "l1"} <= set(qtable) and len(qtable) < 8 else 158, 160)
+
+
+def test_growth_short_of_its_target_keeps_the_round_that_measured_best():
+    """Rounds of 0, 4, 8 and 10 layers read 158, 159, 158, 158 positions of
+    160: the 4 layers of the second round are kept, with their cosine."""
+    growth = WorseLater().grow({}, 0.98, "F16")
+    assert not growth.reached
+    assert set(growth.layers) == {"l0", "l1", "l2", "l3"}
+    assert [n for n, _ in growth.history] == [0, 4, 8, 10, 4]
+    assert growth.history[-1] == (4, pytest.approx(1 - 0.0024))
+    assert growth.scores[-1].positions == Agreement(159, 160)
+
+
 class FloatFlipsIt(Positions):
     """The position that differs is one F16 itself reads otherwise."""
 
