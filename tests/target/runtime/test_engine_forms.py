@@ -181,7 +181,8 @@ def test_int8_sum_of_five_inputs_stays_float(forms, tmp_path):
 def mixed_model(path: Path) -> None:
     """x -> Conv -> (Sigmoid: u8 table | Relu, kept F16 by the qtable | x)
     -> Concat: an INT8 Concat of three quantized types, one through a Cast
-    from F16."""
+    from F16. The Sigmoid is an output too: read by the Concat alone, it
+    would take the Concat's (i8) range (concat_scale.py)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -202,7 +203,10 @@ def mixed_model(path: Path) -> None:
         nodes,
         "mixed",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 4, 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 4, 4]),
+            helper.make_tensor_value_info("sg", TensorProto.FLOAT, [1, 4, 4, 4]),
+        ],
         weights,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
