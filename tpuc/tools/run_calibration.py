@@ -102,7 +102,8 @@ def build_parser():
         help="automatic mixed precision: grow the F16 layers until the smallest FP32 vs INT8 "
         "output cosine on the --auto_mix_num samples reaches this, a trailing Softmax judged by "
         "its logits, a Softmax over the last axis at several positions (CTC) also until every "
-        "position's best class is FP32's; the smallest set found is kept (default 0.99)",
+        "position's best class is FP32's; the smallest set reaching it is kept, short of it "
+        "the round that measured best (default 0.99)",
     )
     parser.add_argument(
         "--auto_mix_num",
