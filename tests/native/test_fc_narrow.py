@@ -30,10 +30,7 @@ def test_narrow_fc_is_the_interpreters(tmp_path, vendor, shape):
     """(3, 40, 2): more rows keep the [K, N] load (transposed, 4 values differed)."""
     run, _ = _run(tmp_path, *shape)
     assert "tpu.MatMul" in run.kinds
-    for name, want in run.expected.items():
-        want = np.asarray(want, np.float32)
-        got = np.asarray(run.got[name], np.float32).reshape(want.shape)
-        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+    run.assert_bit_equal()
 
 
 def test_transposed_weight_is_cheaper(tmp_path, vendor, monkeypatch):

@@ -46,10 +46,7 @@ def _run(tmp, channels: int, classes: int):
 @pytest.mark.parametrize("channels, classes", [(200, 10), (200, 2), (544, 30), (128, 10)])
 def test_lane_store_is_the_interpreters(tmp_path, vendor, channels, classes):
     run, _ = _run(tmp_path, channels, classes)
-    for name, want in run.expected.items():
-        want = np.asarray(want, np.float32)
-        got = np.asarray(run.got[name], np.float32).reshape(want.shape)
-        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+    run.assert_bit_equal()
 
 
 def test_lane_store_is_cheaper(tmp_path, vendor, monkeypatch):

@@ -41,10 +41,7 @@ def _run(tmp, mode: str, shape):
 @pytest.mark.parametrize("shape", [[1, 150, 16, 14], [2, 70, 15, 15]])
 def test_chunked_lrn_is_the_interpreters(tmp_path, vendor, mode, shape):
     run, _ = _run(tmp_path, mode, shape)
-    for name, want in run.expected.items():
-        want = np.asarray(want, np.float32)
-        got = np.asarray(run.got[name], np.float32).reshape(want.shape)
-        assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+    run.assert_bit_equal()
 
 
 def test_chunks_are_cheaper_than_one_call(tmp_path, vendor, monkeypatch):

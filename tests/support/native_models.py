@@ -164,6 +164,13 @@ class Run(NamedTuple):
     kinds: set[str]  # TPU op names
     bound: float | None  # model_deploy's cosine bound (check_kind); None: bit for bit
 
+    def assert_bit_equal(self) -> None:
+        """Every native output equals the TPU interpreter's, bit for bit."""
+        for name, want in self.expected.items():
+            want = np.asarray(want, np.float32)
+            got = np.asarray(self.got[name], np.float32).reshape(want.shape)
+            assert np.array_equal(got, want), f"{name}: {np.count_nonzero(got != want)} differ"
+
 
 def native_vs_interp(tmp: Path, nodes, feeds: dict, outputs, mode: str, inits=(),
                      opset: int = 14, asymmetric: bool = False,
